@@ -1,0 +1,1 @@
+"""Entry records -> index on disk; search. Imports ingest only."""

@@ -1,0 +1,274 @@
+"""The index directory: plain files plus `manifest.json`, written atomically.
+
+Layout:
+    DIR/manifest.json        which generation is live, embedder id/dim, sources, per-entry hashes
+    DIR/gen-<stamp>/         one complete build: entries.jsonl, rows.json, vectors.npy,
+                             faiss.index, bm25*.{npz,npy,json}
+A build writes a new generation folder completely, then replaces manifest.json with one
+os.replace (atomic on POSIX). A build killed midway leaves the old manifest pointing at the old,
+complete generation; the next build removes the debris. Vectors of unchanged texts are copied
+from the previous generation (keyed by a hash of the embedded text), so re-ingesting after an
+edit embeds only what changed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ingest.entry import Entry
+
+from .embed import Embedder, embedder_id
+from .lexical import Bm25
+from .vectors import VectorStore
+from .views import dense_views, lexical_tokens
+
+FORMAT_VERSION = 1
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class IndexError_(Exception):
+    """The index cannot be used as it is; the message says what to run."""
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass
+class BuildStats:
+    entries: int
+    rows: int
+    embedded: int  # texts that had to be embedded (the rest were reused)
+    reused: int
+    seconds_embed: float
+    seconds_total: float
+
+
+@dataclass
+class LoadedIndex:
+    directory: Path
+    manifest: dict
+    entries: list[Entry]
+    row_entry: np.ndarray  # row -> entry index
+    row_kind: list[str]
+    vectors: VectorStore
+    bm25: Bm25
+
+    @cached_property
+    def by_id(self) -> dict[str, int]:
+        return {e.id: i for i, e in enumerate(self.entries)}
+
+
+def read_manifest(directory: Path) -> dict | None:
+    path = directory / "manifest.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as e:
+        raise IndexError_(f"{path} is unreadable ({e}); rebuild it with `kb ingest PATH --index {directory}`") from e
+
+
+@contextmanager
+def build_lock(directory: Path, wait: bool = True) -> Iterator[None]:
+    """One build at a time per index directory; a second `kb ingest` waits (or refuses)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError as e:
+            raise IndexError_(f"another `kb ingest` is building {directory}; try again when it ends") from e
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _previous_vectors(directory: Path, manifest: dict | None, emb_id: str) -> dict[str, np.ndarray]:
+    """Vectors of the live generation keyed by text hash, if made by the same embedder."""
+    if not manifest or manifest.get("embedder", {}).get("id") != emb_id:
+        return {}
+    gen = directory / manifest["generation"]
+    try:
+        keys = json.loads((gen / "rows.json").read_text("utf-8"))["keys"]
+        vecs = np.load(gen / "vectors.npy", mmap_mode="r")
+    except (OSError, ValueError, KeyError):
+        return {}
+    if len(keys) != len(vecs):
+        return {}
+    return {k: vecs[i] for i, k in enumerate(keys)}
+
+
+def build(
+    directory: Path,
+    entries: list[Entry],
+    embedder: Embedder,
+    sources: list[str],
+    problems: list[str] | None = None,
+    progress: Progress | None = None,
+    link: Callable[[list[Entry], Callable[[list[str]], np.ndarray]], list[Entry]] | None = None,
+) -> BuildStats:
+    t0 = time.perf_counter()
+    directory = Path(directory)
+    with build_lock(directory):
+        old = read_manifest(directory) if (directory / "manifest.json").exists() else None
+        cache = _previous_vectors(directory, old, embedder.id)
+
+        rows: list[tuple[int, str, str]] = []  # (entry index, kind, text)
+        for i, e in enumerate(entries):
+            for kind, text in dense_views(e):
+                rows.append((i, kind, text))
+        keys = [text_key(t) for _, _, t in rows]
+        todo = sorted({k: t for k, (_, _, t) in zip(keys, rows, strict=True) if k not in cache}.items())
+        t_embed = time.perf_counter()
+        if todo:
+            fresh = embedder.embed(
+                [t for _, t in todo], progress=(lambda d, n: progress("embed", d, n)) if progress else None
+            )
+            cache.update({k: fresh[i] for i, (k, _) in enumerate(todo)})
+        seconds_embed = time.perf_counter() - t_embed
+        dim = embedder.dim
+        vectors = np.zeros((len(rows), dim), dtype=np.float32)
+        for r, k in enumerate(keys):
+            vectors[r] = cache[k]
+
+        if link is not None:
+            # Linking compares question titles across languages; their vectors are rows already.
+            def title_vectors(texts: list[str]) -> np.ndarray:
+                return np.stack([cache[text_key(t)] for t in texts]) if texts else np.zeros((0, dim))
+
+            entries = link(entries, title_vectors)
+
+        if progress:
+            progress("index", 0, 2)
+        bm25 = Bm25.build([lexical_tokens(e) for e in entries])
+        store = VectorStore.build(vectors)
+        if progress:
+            progress("index", 1, 2)
+
+        gen_name = f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        gen = directory / gen_name
+        tmp = directory / (gen_name + ".partial")
+        tmp.mkdir(parents=True)
+        with open(tmp / "entries.jsonl", "w", encoding="utf-8") as fh:
+            for e in entries:
+                fh.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
+        (tmp / "rows.json").write_text(
+            json.dumps({"entry": [r[0] for r in rows], "kind": [r[1] for r in rows], "keys": keys}), "utf-8"
+        )
+        np.save(tmp / "vectors.npy", vectors)
+        store.save(tmp / "faiss.index")
+        bm25.save(tmp)
+        _fsync_dir(tmp)
+        os.replace(tmp, gen)
+
+        manifest = {
+            "format": FORMAT_VERSION,
+            "generation": gen_name,
+            "embedder": {"id": embedder.id, "dim": dim},
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "sources": sources,
+            "counts": {
+                "entries": len(entries),
+                "rows": len(rows),
+                "zh": sum(e.lang == "zh" for e in entries),
+                "en": sum(e.lang == "en" for e in entries),
+                "linked": sum(e.translation is not None for e in entries),
+            },
+            "problems": problems or [],
+            "entries": {e.id: e.content_hash for e in entries},
+        }
+        tmp_manifest = directory / "manifest.json.partial"
+        tmp_manifest.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), "utf-8")
+        with open(tmp_manifest, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_manifest, directory / "manifest.json")
+        _fsync_dir(directory)
+        _remove_stale(directory, keep=gen_name)
+        if progress:
+            progress("index", 2, 2)
+        return BuildStats(
+            entries=len(entries),
+            rows=len(rows),
+            embedded=len(todo),
+            reused=len(set(keys)) - len(todo),
+            seconds_embed=seconds_embed,
+            seconds_total=time.perf_counter() - t0,
+        )
+
+
+def _fsync_dir(path: Path) -> None:
+    for f in path.iterdir() if path.is_dir() else ():
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale(directory: Path, keep: str) -> None:
+    """Old generations and debris of killed builds. A reader that opened the old generation
+    keeps its memory maps; files are only unlinked."""
+    for p in directory.iterdir():
+        if p.name.startswith("gen-") and p.name != keep and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def load(directory: Path, embedder_name: str | None = None) -> LoadedIndex:
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest is None:
+        raise IndexError_(f"no index at {directory}; build one with `kb ingest PATH --index {directory}`")
+    if manifest.get("format") != FORMAT_VERSION:
+        raise IndexError_(
+            f"index at {directory} has format {manifest.get('format')}, this kb reads {FORMAT_VERSION}; "
+            f"rebuild it with `kb ingest --index {directory}`"
+        )
+    if embedder_name is not None:
+        want = embedder_id(embedder_name)
+        have = manifest.get("embedder", {}).get("id")
+        if want != have:
+            raise IndexError_(
+                f"index at {directory} was built with embedder {have!r} but {want!r} is configured; "
+                f"rebuild it with `kb ingest --index {directory}` or configure embedder {have!r}"
+            )
+    gen = directory / manifest["generation"]
+    try:
+        entries = [
+            Entry.from_dict(json.loads(line))
+            for line in (gen / "entries.jsonl").read_text("utf-8").splitlines()
+            if line.strip()
+        ]
+        rows = json.loads((gen / "rows.json").read_text("utf-8"))
+        vectors = VectorStore.load(gen / "faiss.index")
+        bm25 = Bm25.load(gen)
+    except Exception as e:
+        raise IndexError_(
+            f"index at {directory} is damaged ({type(e).__name__}: {e}); rebuild it with `kb ingest --index {directory}`"
+        ) from e
+    if vectors.size != len(rows["entry"]) or bm25.size != len(entries):
+        raise IndexError_(f"index at {directory} is inconsistent; rebuild it with `kb ingest --index {directory}`")
+    return LoadedIndex(
+        directory=directory,
+        manifest=manifest,
+        entries=entries,
+        row_entry=np.asarray(rows["entry"], dtype=np.int64),
+        row_kind=rows["kind"],
+        vectors=vectors,
+        bm25=bm25,
+    )

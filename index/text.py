@@ -1,0 +1,173 @@
+"""Text handling shared by indexing and querying: tokens for BM25, log cleaning, signatures.
+
+The tokenizer keeps identifiers whole *and* split (`NCCL_SOCKET_IFNAME` -> the whole name plus
+`nccl`, `socket`, `ifname`), keeps numbers that are error codes (`1343225860`), and segments
+Chinese with jieba (loaded only when a text actually contains Chinese, so English-only work
+never pays its start-up cost).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ingest.lang import cjk_count, guess_lang
+from ingest.signals import is_error_line
+
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+# An identifier-ish run: letters, digits and the joiners that identifiers, paths and versions use.
+_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/:]*[A-Za-z0-9_]|[A-Za-z0-9]")
+_SPLIT = re.compile(r"[_.\-/:]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_STOP = frozenset(
+    """a an the of to in on at for and or is are was were be been it this that with as by from if
+    not no can do does how what why when which i you we my our your me should could would will
+    q a: please there their has have had into than then so such use using used""".split()
+)
+_CJK_STOP = frozenset("的 了 是 在 和 与 或 及 等 时 中 后 前 我 你 他 它 吗 呢 吧 啊 怎么 如何 什么 为什么 一个 这个 那个 请 问 ， 。 ？ ！ 、 ： ；".split())
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba  # 0.5 s to load its dictionary: only when Chinese text shows up
+
+    jieba.setLogLevel(60)
+    jieba.initialize()
+    return jieba
+
+
+def tokenize(text: str) -> list[str]:
+    tokens: list[str] = []
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        low = word.lower()
+        parts = [p for p in _SPLIT.split(word) if p]
+        if len(parts) > 1 or (len(word) > 1 and _CAMEL.findall(word) != [word]):
+            if low not in _STOP:
+                tokens.append(low)
+            for part in parts:
+                for sub in _CAMEL.findall(part) or [part]:
+                    s = sub.lower()
+                    if s not in _STOP and (len(s) > 1 or s.isdigit()):
+                        tokens.append(s)
+        elif low not in _STOP and (len(low) > 1 or low.isdigit()):
+            tokens.append(low)
+    if cjk_count(text):
+        jieba = _jieba()
+        for run in _CJK_RUN.findall(text):
+            for w in jieba.lcut_for_search(run):
+                if w not in _CJK_STOP:
+                    tokens.append(w)
+    return tokens
+
+
+# ---- logs ---------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_TIMESTAMP = re.compile(
+    r"\b\d{4}[-/]\d{2}[-/]\d{2}[ T_-]?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\b[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+"  # glog: I0720 09:29:22.035640
+    r"|\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+    r"|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d+\b"
+)
+_IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.I)
+_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b", re.I)
+_PATH = re.compile(r"(?<![\w.])(?:/[\w.+\-@]+){2,}/?")
+_PID = re.compile(r"\b(?:pid|PID|tid|process)[ :=]+\d+\b|\[\s*\d+\s*\]|\(\s*pid=\d+\s*\)")
+_RANK = re.compile(
+    r"\b(rank|local_rank|device|device_id|gpu|card|node|worker|npu)(\s*[:=#]?\s*)(\d+)\b", re.I
+)
+_HOSTPREFIX = re.compile(r"^[\w.-]+:\d+:\d+\s+")  # `host:1234:5678 ` prefix of NCCL debug lines
+_SPACES = re.compile(r"[ \t]+")
+
+LOG_HINT = re.compile(
+    r"Traceback \(most recent call last\)|^\s*\[?(ERROR|WARN|WARNING|INFO|CRITICAL|FATAL)\b|"
+    r"^\s*[IWEF]\d{4} |\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|NCCL (WARN|INFO)|^\s*File \"",
+    re.M,
+)
+
+
+def clean_line(line: str) -> str:
+    """One log line with its run-specific noise (time, ids, addresses, paths, ranks) removed."""
+    s = _ANSI.sub("", line)
+    s = _HOSTPREFIX.sub("", s)
+    s = _TIMESTAMP.sub(" ", s)
+    s = _IP.sub(" ", s)
+    s = _HEX.sub(" ", s)
+    s = _PATH.sub(lambda m: " " + m.group(0).rsplit("/", 1)[-1] + " ", s)  # keep the file name
+    s = _PID.sub(" ", s)
+    s = _RANK.sub(lambda m: m.group(1), s)
+    return _SPACES.sub(" ", s).strip()
+
+
+def looks_like_log(text: str) -> bool:
+    return text.count("\n") >= 2 or bool(LOG_HINT.search(text))
+
+
+@dataclass(frozen=True)
+class QueryText:
+    """What a query is made of, once a paste has been read as a log."""
+
+    raw_lang: str
+    cleaned: str  # whole query, noise removed, repeated lines collapsed
+    signature_lines: tuple[str, ...]  # error lines, most telling first
+    question: str  # non-log prose the user typed around the paste (may be empty)
+    is_log: bool
+
+
+# A line that is ordinary prose typed by a person rather than printed by a program.
+_PROSE = re.compile(r"^[^\[\]{}=<>|:/\\]*$")
+
+
+def read_query(text: str, max_signatures: int = 8) -> QueryText:
+    text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n")
+    is_log = looks_like_log(text)
+    if not is_log:
+        cleaned = clean_line(text) if len(text) < 2000 else _SPACES.sub(" ", text).strip()
+        sigs = (cleaned,) if is_error_line(cleaned) else ()
+        return QueryText(guess_lang(text), cleaned, sigs, cleaned, False)
+
+    seen: set[str] = set()
+    cleaned_lines: list[str] = []
+    question_lines: list[str] = []
+    scored: list[tuple[float, int, str]] = []
+    for i, raw in enumerate(text.split("\n")):
+        line = clean_line(raw)
+        if not line or line in seen:  # repeated lines (every rank prints the same error) count once
+            continue
+        seen.add(line)
+        cleaned_lines.append(line)
+        if cjk_count(line) >= 2 and not LOG_HINT.search(raw):
+            question_lines.append(line)
+        if is_error_line(line):
+            scored.append((_signature_weight(line), i, line))
+    # Best first; ties keep the *later* line (the key line of a crash is usually near the end).
+    scored.sort(key=lambda t: (-t[0], -t[1]))
+    sigs = tuple(s for _, _, s in scored[:max_signatures])
+    question = " ".join(question_lines)[:2000]
+    lang = "zh" if question and cjk_count(question) >= 2 else guess_lang(text[:20000])
+    cleaned = "\n".join(cleaned_lines)
+    return QueryText(lang, cleaned, sigs, question, True)
+
+
+_STRONG = re.compile(
+    r"^\s*(?:[\w.]+\.)?\w*(Error|Exception)\s*:|\berror\s*\(\d+\)|\bret\s*=\s*-?\d{3,}|\bnccl\w+Error\b|"
+    r"\b(NCCL|HCCL|UCX|MPI)\b.*\b(WARN|ERROR|error|failed)|Error Number|\bfailed\b",
+    re.I,
+)
+
+
+def _signature_weight(line: str) -> float:
+    w = 1.0
+    if _STRONG.search(line):
+        w += 2.0
+    if re.search(r"\b(WARN|WARNING)\b", line) and not re.search(r"error|fail", line, re.I):
+        w -= 0.5  # warnings are often noise next to the real error
+    if len(line) < 20:
+        w -= 0.5
+    return w
+
+
+def query_lang(text: str) -> str:
+    return read_query(text[:200000]).raw_lang if looks_like_log(text) else guess_lang(text)

@@ -1,0 +1,45 @@
+"""What of an entry gets indexed.
+
+An entry is indexed by what it is *about*: its title, its error signatures and its answer prose
+(plus commands for the lexical leg). Illustrative output (healthy logs, expected listings) is
+left out, because it would attract every log-shaped query.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ingest.entry import Entry
+from ingest.signals import prose
+
+from .text import clean_line, tokenize
+
+MAX_SIGNATURE_VIEWS = 6
+_MD_NOISE = re.compile(r"<[^>]+>|!\[[^\]]*\]\([^)]*\)|\]\([^)]*\)|[*_#>`|\[]+")
+
+
+def answer_text(entry: Entry, limit: int = 700) -> str:
+    text = _MD_NOISE.sub(" ", prose(entry.body))
+    text = re.sub(r"^\s*A\s*[:：]\s*", "", " ".join(text.split()))
+    return text[:limit]
+
+
+def dense_views(entry: Entry) -> list[tuple[str, str]]:
+    """(kind, text) rows to embed for one entry: title, each signature, the answer."""
+    context = entry.heading_path[-1] if entry.heading_path else ""
+    views = [("title", entry.title)]
+    for sig in entry.signatures[:MAX_SIGNATURE_VIEWS]:
+        views.append(("signature", clean_line(sig)[:400]))
+    answer = answer_text(entry)
+    if answer:
+        views.append(("answer", f"{entry.title}. {answer}" if len(answer) > 40 else f"{context} {entry.title} {answer}"))
+    return views
+
+
+def lexical_tokens(entry: Entry) -> list[str]:
+    parts = [entry.title, entry.title]  # the question names the problem: count it twice
+    parts.extend(entry.heading_path[-1:])
+    parts.extend(clean_line(s) for s in entry.signatures)
+    parts.append(answer_text(entry, limit=3000))
+    parts.extend(entry.commands)
+    return tokenize("\n".join(parts))

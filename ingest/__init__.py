@@ -1,0 +1,1 @@
+"""Markdown FAQ files -> Entry records. Imports nothing else from the project."""

@@ -1,0 +1,202 @@
+"""`kb`: ingest, search, ask (and the other doors' commands) from the terminal.
+
+Only argparse and the standard library are imported at start-up, so `kb --help` is instant;
+each command imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+EXIT_USAGE = 2
+EXIT_ERROR = 1
+
+
+def _read_query(text: str) -> str:
+    if text == "-":
+        data = sys.stdin.buffer.read()
+        return data.decode("utf-8", errors="replace")
+    return text
+
+
+def _open_kb(args):
+    from .progress import ProgressBar
+    from .service import KnowledgeBase
+
+    return KnowledgeBase.open(index=args.index, progress=ProgressBar(quiet=getattr(args, "json", False)))
+
+
+def cmd_ingest(args) -> int:
+    from .config import load_settings
+    from .progress import ProgressBar
+    from .service import ingest, resolve_index
+
+    settings = load_settings()
+    index_dir, bundled = resolve_index(settings, args.index)
+    paths = args.paths
+    if not paths:
+        from index.store import read_manifest
+
+        manifest = read_manifest(index_dir) or {}
+        paths = manifest.get("sources", [])
+        if not paths:
+            raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")
+    outcome = ingest(paths, index_dir, settings, progress=ProgressBar(quiet=args.json))
+    if args.json:
+        print(json.dumps(outcome.__dict__, ensure_ascii=False))
+    else:
+        for p in outcome.problems:
+            print(f"skipped {p}", file=sys.stderr)
+        print(
+            f"indexed {outcome.entries} entries from {outcome.files} files into {outcome.index} "
+            f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
+        )
+    return 0
+
+
+def cmd_search(args) -> int:
+    from .schema import search_json
+
+    kb = _open_kb(args)
+    result = kb.search(_read_query(args.text), k=args.k, lang=args.lang)
+    if args.json:
+        print(json.dumps(search_json(result), ensure_ascii=False))
+        return 0
+    if result.no_match:
+        print("no match." if result.lang == "en" else "没有匹配的条目。")
+        if result.suggestions:
+            print("nearest (not a match):" if result.lang == "en" else "最接近的条目（并不匹配）：")
+    for n, h in enumerate(result.hits or result.suggestions, 1):
+        e = h.entry
+        print(f"{n}. {e.title}\n   {e.doc}:{e.start_line}-{e.end_line} [{e.lang}]  score={h.score:.4f}")
+        if h.translation is not None:
+            t = h.translation
+            print(f"   {t.lang}: {t.title} ({t.doc}:{t.start_line}-{t.end_line})")
+        for c in e.commands[:6]:
+            print(f"   $ {c}")
+    return 0
+
+
+def cmd_ask(args) -> int:
+    from .answer import render_text
+    from .schema import ask_json
+
+    kb = _open_kb(args)
+    answer = kb.ask(_read_query(args.text), lang=args.lang)
+    if args.json:
+        print(json.dumps(ask_json(answer), ensure_ascii=False))
+    else:
+        print(render_text(answer))
+    return 0
+
+
+def cmd_stats(args) -> int:
+    kb = _open_kb(args)
+    print(json.dumps(kb.stats(), ensure_ascii=False, indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kb",
+        description="Bilingual (zh/en) troubleshooting knowledge base: paste an error, get the FAQ entry, "
+        "its commands and its source. Works offline.",
+        epilog="examples:\n  kb ask \"NCCL error(2) unhandled system error\"\n  some_job 2>&1 | kb ask -\n"
+        "  kb ingest docs/ --index ./kb-index\n  kb search --json \"Init plugin so failed\"",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add_index(sp):
+        sp.add_argument("--index", help="index folder (default: KB_INDEX, kb.toml, else the bundled KB)")
+
+    sp = sub.add_parser("ingest", help="parse FAQ markdown and (re)build an index")
+    sp.add_argument("paths", nargs="*", help="folders or files (.md .markdown .txt); default: the index's sources")
+    add_index(sp)
+    sp.add_argument("--json", action="store_true", help="print a JSON summary")
+    sp.set_defaults(func=cmd_ingest)
+
+    for name, helptext, func in (
+        ("search", "find the entries that match an error or question", cmd_search),
+        ("ask", "answer with the matching entry's text, commands and citations", cmd_ask),
+    ):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("text", help="the error, log or question; '-' reads stdin")
+        add_index(sp)
+        sp.add_argument("--json", action="store_true", help="print one JSON object")
+        sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
+        if name == "search":
+            sp.add_argument("--k", type=int, default=5, help="number of hits (default 5)")
+        sp.set_defaults(func=func)
+
+    sp = sub.add_parser("stats", help="show what the index holds")
+    add_index(sp)
+    sp.set_defaults(func=cmd_stats)
+
+    sp = sub.add_parser("eval", help="measure retrieval quality on a gold set (Hit@k, MRR, nDCG, abstention)")
+    sp.add_argument("gold", nargs="+", help="gold set(s), JSONL")
+    add_index(sp)
+    sp.add_argument("--k", type=int, default=10, help="cut-off for MRR/nDCG (default 10)")
+    sp.add_argument("--json", action="store_true", help="print one JSON object with the numbers and the misses")
+    sp.add_argument("--compare", action="store_true", help="also run the baselines (BM25 only, dense only, LangChain recipe)")
+    sp.set_defaults(func=_lazy("kb.evaluate", "eval_command"))
+
+    sp = sub.add_parser("serve", help="web chat (Gradio) and JSON API on one server")
+    add_index(sp)
+    sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else is exposed)")
+    sp.add_argument("--port", type=int, default=7860)
+    sp.add_argument("--slack", action="store_true", help="also mount the Slack bot at /slack/events (HTTP mode)")
+    sp.set_defaults(func=_lazy("kb.web", "serve_command"))
+
+    sp = sub.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)")
+    add_index(sp)
+    sp.add_argument("--mode", choices=("socket", "http"), help="default: socket when SLACK_APP_TOKEN is set")
+    sp.add_argument("--host", default="127.0.0.1")
+    sp.add_argument("--port", type=int, default=3000)
+    sp.set_defaults(func=_lazy("kb.slack", "slack_command"))
+    return p
+
+
+def _lazy(module: str, function: str):
+    """A command implemented in another module, imported only when that command runs."""
+
+    def run(args) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(args)
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from .config import ConfigError
+    from .service import KbError
+
+    try:
+        return args.func(args)
+    except (KbError, ConfigError) as e:
+        print(f"kb {args.command}: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"kb {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        print(f"kb {args.command}: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["main", "build_parser"]

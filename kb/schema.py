@@ -1,0 +1,79 @@
+"""The JSON shapes every door returns (CLI --json, HTTP API, Slack payload building)."""
+
+from __future__ import annotations
+
+from index.search import Hit, SearchResult
+from ingest.entry import Entry
+
+from .answer import Answer, is_destructive
+
+
+def _ref(e: Entry | None) -> dict | None:
+    if e is None:
+        return None
+    return {"entry_id": e.id, "doc": e.doc, "start_line": e.start_line, "end_line": e.end_line, "title": e.title}
+
+
+def hit_json(h: Hit) -> dict:
+    e = h.entry
+    return {
+        "entry_id": e.id,
+        "title": e.title,
+        "lang": e.lang,
+        "doc": e.doc,
+        "start_line": e.start_line,
+        "end_line": e.end_line,
+        "heading_path": list(e.heading_path),
+        "score": round(h.score, 6),
+        "commands": list(e.commands),
+        "translation": _ref(h.translation),
+        "why": {
+            "dense_rank": h.dense_rank,
+            "lexical_rank": h.lexical_rank,
+            "dense_score": round(h.dense_score, 4),
+            "matched_signature": h.matched_signature,
+        },
+    }
+
+
+def search_json(r: SearchResult) -> dict:
+    return {
+        "query": r.query,
+        "lang": r.lang,
+        "no_match": r.no_match,
+        "hits": [hit_json(h) for h in r.hits],
+        "suggestions": [hit_json(h) for h in r.suggestions],
+    }
+
+
+def ask_json(a: Answer) -> dict:
+    return {
+        "query": a.query,
+        "lang": a.lang,
+        "no_match": a.no_match,
+        "answer": a.text,
+        "commands": list(a.commands),
+        "destructive_commands": [c for c in a.commands if is_destructive(c)],
+        "citations": [
+            {
+                "n": c.n,
+                "entry_id": c.entry.id,
+                "doc": c.entry.doc,
+                "start_line": c.entry.start_line,
+                "end_line": c.entry.end_line,
+                "title": c.entry.title,
+            }
+            for c in a.citations
+        ],
+        "mode": a.mode,
+        "notice": a.notice,
+        "removed_commands": list(a.removed_commands),
+        "removed_citations": list(a.removed_citations),
+        "suggestions": [hit_json(h) for h in a.suggestions],
+    }
+
+
+def entry_json(e: Entry, translation: Entry | None = None) -> dict:
+    d = e.to_dict()
+    d["translation_entry"] = translation.to_dict() if translation else None
+    return d

@@ -1,0 +1,225 @@
+"""KnowledgeBase: the one core object every door (CLI, web, Slack) calls."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .answer import Answer, extractive
+from .config import Settings, default_home, load_settings
+
+
+class KbError(Exception):
+    """A problem the user can fix; the message says how. Doors print it without a traceback."""
+
+
+class QueryError(KbError):
+    pass
+
+
+def bundled_docs() -> Path:
+    return Path(str(resources.files("kb") / "data" / "faq"))
+
+
+def _fingerprint(folder: Path) -> str:
+    h = hashlib.sha1()
+    for p in sorted(folder.rglob("*.md")):
+        h.update(p.relative_to(folder).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class IngestOutcome:
+    entries: int
+    files: int
+    problems: list[str]
+    embedded: int
+    reused: int
+    seconds: float
+    seconds_embed: float
+    index: str
+
+
+def ingest(
+    paths: list[str],
+    index_dir: Path,
+    settings: Settings | None = None,
+    progress: Callable[[str, int, int, str], None] | None = None,
+) -> IngestOutcome:
+    """Parse the documents under `paths` and (re)build the index at `index_dir`."""
+    from index.embed import get_embedder
+    from index.store import build
+    from ingest.collect import collect
+    from ingest.link import link_translations, read_declared_pairs
+
+    settings = settings or load_settings()
+    report = collect(paths, progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None)
+    if not report.entries:
+        problems = "; ".join(str(p) for p in report.problems[:5])
+        raise KbError(f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else ""))
+    embedder = get_embedder(settings.embedder)
+    pairs = read_declared_pairs(Path(p) for p in paths)
+
+    def link(entries, title_vectors):
+        return link_translations(entries, pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T)
+
+    stats = build(
+        index_dir,
+        report.entries,
+        embedder,
+        sources=[str(Path(p).resolve()) for p in paths],
+        problems=[str(p) for p in report.problems],
+        progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
+        link=link,
+    )
+    return IngestOutcome(
+        entries=stats.entries,
+        files=report.files,
+        problems=[str(p) for p in report.problems],
+        embedded=stats.embedded,
+        reused=stats.reused,
+        seconds=stats.seconds_total,
+        seconds_embed=stats.seconds_embed,
+        index=str(index_dir),
+    )
+
+
+def resolve_index(settings: Settings, index: str | None = None) -> tuple[Path, bool]:
+    """--index, else KB_INDEX / kb.toml (already merged into settings), else the bundled KB."""
+    if index:
+        return Path(index), False
+    if settings.index:
+        return Path(settings.index), False
+    slug = settings.embedder.replace("/", "_").replace(":", "_")
+    return default_home() / f"bundled-{slug}", True
+
+
+def ensure_bundled(index_dir: Path, settings: Settings, progress=None) -> None:
+    """Build the bundled knowledge base's index on first use, and again when its docs change."""
+    docs = bundled_docs()
+    stamp = index_dir / "bundled.fingerprint"
+    fp = _fingerprint(docs)
+    if (index_dir / "manifest.json").exists() and stamp.exists() and stamp.read_text().strip() == fp:
+        return
+    ingest([str(docs)], index_dir, settings, progress)
+    stamp.write_text(fp)
+
+
+# A follow-up shorter than this is read together with the conversation's earlier questions.
+FOLLOW_UP_MAX_CHARS = 200
+
+
+def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str:
+    earlier = [text for role, text in history if role == "user" and text.strip()]
+    if not earlier or len(query) > FOLLOW_UP_MAX_CHARS:
+        return query
+    # The earlier question first, the follow-up last: the log reader weighs the last lines most.
+    return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])
+
+
+class KnowledgeBase:
+    def __init__(self, settings: Settings, index_dir: Path) -> None:
+        from index.embed import get_embedder
+        from index.search import Searcher
+        from index.store import IndexError_, load
+
+        self.settings = settings
+        self.index_dir = Path(index_dir)
+        try:
+            loaded = load(self.index_dir, settings.embedder)
+        except IndexError_ as e:
+            raise KbError(str(e)) from e
+        self.embedder = get_embedder(settings.embedder)
+        self._searcher = Searcher(loaded, self.embedder)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, index: str | None = None, settings: Settings | None = None, progress=None) -> KnowledgeBase:
+        settings = settings or load_settings()
+        index_dir, bundled = resolve_index(settings, index)
+        if bundled:
+            ensure_bundled(index_dir, settings, progress)
+        elif not (index_dir / "manifest.json").exists():
+            raise KbError(f"no index at {index_dir}; build one with `kb ingest PATH --index {index_dir}`")
+        return cls(settings, index_dir)
+
+    # -- the index in use; swapped atomically when a rebuild lands -----------------------------
+    @property
+    def index(self):
+        return self._searcher.index
+
+    def reload_if_changed(self) -> bool:
+        """Pick up a rebuilt index without downtime: requests in flight keep the old one."""
+        from index.search import Searcher
+        from index.store import load, read_manifest
+
+        manifest = read_manifest(self.index_dir)
+        if not manifest or manifest.get("generation") == self.index.manifest.get("generation"):
+            return False
+        with self._lock:
+            loaded = load(self.index_dir, self.settings.embedder)
+            self._searcher = Searcher(loaded, self.embedder)
+        return True
+
+    def _check_query(self, query: str) -> str:
+        if not isinstance(query, str):
+            raise QueryError("the query must be text")
+        size = len(query.encode("utf-8", errors="replace"))
+        if size > self.settings.max_query_bytes:
+            raise QueryError(
+                f"the query is {size} bytes; the limit is {self.settings.max_query_bytes} "
+                "(KB_MAX_QUERY_BYTES). Paste the part of the log around the error."
+            )
+        query = query.replace("\x00", " ")
+        if not query.strip():
+            raise QueryError("the query is empty: paste an error message or ask a question")
+        return query
+
+    def search(self, query: str, k: int | None = None, lang: str | None = None):
+        query = self._check_query(query)
+        return self._searcher.search(query, k=k or self.settings.top_k, lang=lang)
+
+    def ask(
+        self,
+        query: str,
+        lang: str | None = None,
+        history: Sequence[tuple[str, str]] = (),
+        on_token: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer a question or a pasted log.
+
+        history: earlier turns of the conversation as (role, text), role "user" or "assistant";
+        a short follow-up ("what if I use RoCE?") is searched together with the earlier question.
+        on_token: called with pieces of the answer text as they are produced (streaming doors).
+        """
+        query = self._check_query(query)
+        from index.text import query_lang
+
+        lang = lang or query_lang(query)
+        result = self._searcher.search(contextual_query(query, history), k=self.settings.top_k, lang=lang)
+        answer = extractive(result)
+        if on_token is not None:
+            on_token(answer.text)
+        return answer
+
+    def entry(self, entry_id: str):
+        i = self.index.by_id.get(entry_id)
+        return self.index.entries[i] if i is not None else None
+
+    def stats(self) -> dict:
+        m = self.index.manifest
+        return {
+            "index": str(self.index_dir),
+            "entries": m["counts"]["entries"],
+            "languages": {"zh": m["counts"]["zh"], "en": m["counts"]["en"]},
+            "linked_translations": m["counts"]["linked"],
+            "embedder": m["embedder"],
+            "built_at": m["built_at"],
+            "generation": m["generation"],
+            "sources": m.get("sources", []),
+        }

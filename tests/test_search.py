@@ -1,0 +1,147 @@
+"""Search over the real seed documents with the real embedder: pasted logs, both languages."""
+
+import random
+
+import pytest
+
+from conftest import needs_shared
+
+pytestmark = [pytest.mark.slow, needs_shared]
+
+S000, S001, S002, S003, S004 = (
+    "000_41158c45c4594662.txt",
+    "001_6befd99b7fbb14ab.txt",
+    "002_1ad754c4b0581e45.txt",
+    "003_2c7350f9fc9ea2d9.txt",
+    "004_bad8de7249131fae.txt",
+)
+
+
+def noisy_log(key_lines: list[str], seed: int, total: int = 200, key_at: str = "end") -> str:
+    """A 200-line paste the way it arrives from a multi-node job: timestamps, hosts, ranks, pids,
+    INFO noise, repeated lines, a traceback, and the key line(s) buried or last."""
+    rnd = random.Random(seed)
+    hosts = [f"gpu-node-{rnd.randint(10, 99)}" for _ in range(4)]
+    noise_templates = [
+        "{ts} {host} [rank{r}] INFO step {s} loss={l:.4f} lr=3e-4 throughput={t} samples/s",
+        "{host}:{pid}:{pid2} [{r}] NCCL INFO Channel {c:02d}/32 :    0   1   2   3   4   5   6   7",
+        "{host}:{pid}:{pid2} [{r}] NCCL INFO Using network Socket",
+        "I{md} {hms}.{us} {pid} tcp_utils.cc:181] The server starts to listen on IP_ANY:{port}",
+        "{ts} INFO torch.distributed.run: local_rank={r} world_size=16 master_addr=10.0.{a}.{b}",
+        "W{md} {hms}.{us} {pid} gpu_resources.cc:61] Please NOTE: device: {r}, GPU Compute Capability: 8.0",
+        "{ts} DEBUG dataloader worker {r} prefetched batch {s}",
+    ]
+    lines = []
+    for i in range(total - len(key_lines) - 4):
+        lines.append(
+            rnd.choice(noise_templates).format(
+                ts=f"2024-05-{rnd.randint(1, 28):02d} 1{rnd.randint(0, 9)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)},{rnd.randint(100, 999)}",
+                host=rnd.choice(hosts), r=rnd.randint(0, 7), s=i, l=rnd.random() * 5, t=rnd.randint(100, 900),
+                pid=rnd.randint(1000, 99999), pid2=rnd.randint(1000, 99999), c=rnd.randint(0, 31),
+                md=f"{rnd.randint(1, 12):02d}{rnd.randint(1, 28):02d}", hms=f"{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)}",
+                us=rnd.randint(100000, 999999), port=rnd.randint(10000, 60000), a=rnd.randint(0, 9), b=rnd.randint(1, 254),
+            )
+        )
+    tb = ["Traceback (most recent call last):", '  File "/workspace/train.py", line 88, in <module>',
+          "    main()", '  File "/workspace/train.py", line 41, in main']
+    tail = tb + key_lines
+    if key_at == "end":
+        lines += tail
+    else:  # buried in the middle, followed by more noise (the launcher keeps printing)
+        mid = len(lines) // 2
+        lines = lines[:mid] + tail + lines[mid:]
+    return "\n".join(lines)
+
+
+LOG_CASES = [
+    (["ExternalError: Nccl error(2), unhandled system error"], S002, "NCCL error(2)"),
+    (["OSError: (External) NCCL error(5), invalid usage.",
+      "  [Hint: 'ncclInvalidUsage'. The call to NCCL is incorrect. This is usually reflecting a programming error.]"],
+     S002, "NCCL error(5)"),
+    (["RuntimeError: Init plugin so failed, ret = 1343225860"], S001, None),
+    (["include/socket.h:403 NCCL WARN Connect to 10.0.0.12<42417> failed: Network is unreachable"], S001, None),
+    (["pml_ucx.c:175 Error: Failed to receive UCX worker address: Not found (-13)",
+      "pml_ucx.c:452 Error: Failed to resolve UCX endpoint for rank 12"], S001, None),
+    (["RuntimeError: DNS resolution failed: [Errno -2] Name or service not known. Please check whether the correct host name is input."],
+     S001, None),
+    (["np_tensor can not be split by strategy!"], S001, None),
+    (["Loading libgpu_collective.so failed. Many reasons could cause this:", "1.libgpu_collective.so is not installed.",
+      "2.nccl is not installed or found.", "3.mpi is not installed or found"], S000, None),
+]
+
+
+@pytest.mark.parametrize("key_at", ["end", "middle"])
+@pytest.mark.parametrize("case", range(len(LOG_CASES)))
+def test_noisy_200_line_log_finds_the_entry_first(seeds_kb, case, key_at):
+    key_lines, doc, title = LOG_CASES[case]
+    log = noisy_log(key_lines, seed=case, key_at=key_at)
+    assert log.count("\n") >= 199
+    result = seeds_kb.search(log)
+    assert not result.no_match
+    top = result.hits[0]
+    docs = {top.entry.doc} | ({top.translation.doc} if top.translation else set())
+    assert doc in docs, (top.entry.doc, top.entry.title)
+    if title:
+        assert top.entry.title == title
+
+
+ZH_TO_EN_ONLY = [
+    ("多机多卡训练时 OpenMPI 报 MPI_Allgather 失败，UCX 找不到 worker 地址怎么办？", 56),
+    ("使用 msrun 启动时用主机名做 master_addr，报 DNS 解析失败怎么办", 181),
+    ("Ascend 上用 OpenMPI 训练报 HcclCommInitRootInfo 错误怎么处理", 148),
+    ("多机训练选了 RDMA 网卡之后还是报 ibv_modify_qp 错误", 112),
+]
+
+
+@pytest.mark.parametrize("query,line", ZH_TO_EN_ONLY)
+def test_chinese_question_finds_english_only_entry(seeds_kb, query, line):
+    result = seeds_kb.search(query)
+    assert result.lang == "zh"
+    top3 = [(h.entry.doc, h.entry.start_line) for h in result.hits[:3]]
+    assert (S001, line) in top3, top3
+
+
+EN_TO_ZH_ONLY = [
+    ("ExternalError: Nccl error(2), unhandled system error", S002, "NCCL error(2)"),
+    ("You are using GPU version Paddle, but your CUDA device is not set properly", S002, "PaddlePaddle 安装验证"),
+    ("RuntimeError: NCCL error in: /opt/conda/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3",
+     S004, "NCCL导致的报错，报错信息如下"),
+    ("[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
+     "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.", S003, "多机多卡训练"),
+]
+
+
+@pytest.mark.parametrize("query,doc,title", EN_TO_ZH_ONLY)
+def test_english_error_finds_chinese_only_entry(seeds_kb, query, doc, title):
+    result = seeds_kb.search(query)
+    assert result.lang == "en" and not result.no_match
+    top3 = [(h.entry.doc, h.entry.title) for h in result.hits[:3]]
+    assert (doc, title) in top3, top3
+
+
+def test_reader_language_first_with_translation_beside(seeds_kb):
+    zh = seeds_kb.search("HCCL 分布式训练报错 Init plugin so failed, ret = 1343225860 怎么办").hits[0]
+    en = seeds_kb.search("What does Init plugin so failed, ret = 1343225860 mean in HCCL training?").hits[0]
+    assert (zh.entry.doc, zh.entry.lang, zh.translation.doc) == (S000, "zh", S001)
+    assert (en.entry.doc, en.entry.lang, en.translation.doc) == (S001, "en", S000)
+
+
+def test_unrelated_question_is_no_match_with_suggestions(seeds_kb):
+    result = seeds_kb.search("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)")
+    assert result.no_match and result.hits == [] and result.suggestions
+
+
+def test_one_megabyte_paste_is_handled(seeds_kb):
+    log = noisy_log(["ExternalError: Nccl error(2), unhandled system error"], seed=7, total=200)
+    big = (log + "\n") * (1_000_000 // len(log) + 1)
+    assert len(big) >= 1_000_000
+    result = seeds_kb.search(big)
+    assert result.hits and result.hits[0].entry.title == "NCCL error(2)"
+
+
+def test_hits_resolve_to_whole_entries_without_duplicates(seeds_kb):
+    result = seeds_kb.search("NCCL WARN Connect failed", k=10)
+    ids = [h.entry.id for h in result.hits]
+    assert len(ids) == len(set(ids))
+    for h in result.hits:
+        assert h.translation is None or h.translation.id != h.entry.id

@@ -54,6 +54,11 @@ class BuildStats:
     reused: int
     seconds_embed: float
     seconds_total: float
+    # Where the rest of a build goes (eval/bench.py reports these).
+    seconds_link: float = 0.0
+    seconds_lexical: float = 0.0
+    seconds_vectors: float = 0.0
+    seconds_write: float = 0.0
 
 
 @dataclass
@@ -78,7 +83,9 @@ def read_manifest(directory: Path) -> dict | None:
     try:
         return json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as e:
-        raise IndexError_(f"{path} is unreadable ({e}); rebuild it with `kb ingest PATH --index {directory}`") from e
+        raise IndexError_(
+            f"{path} is unreadable ({e}); rebuild it with `kb ingest PATH --index {directory}`"
+        ) from e
 
 
 @contextmanager
@@ -134,6 +141,8 @@ def build(
         todo = sorted({k: t for k, (_, _, t) in zip(keys, rows, strict=True) if k not in cache}.items())
         t_embed = time.perf_counter()
         if todo:
+            if progress:
+                progress("embed", 0, len(todo))
             fresh = embedder.embed(
                 [t for _, t in todo], progress=(lambda d, n: progress("embed", d, n)) if progress else None
             )
@@ -144,6 +153,7 @@ def build(
         for r, k in enumerate(keys):
             vectors[r] = cache[k]
 
+        t_link = time.perf_counter()
         if link is not None:
             # Linking compares question titles across languages; their vectors are rows already.
             def title_vectors(texts: list[str]) -> np.ndarray:
@@ -151,12 +161,17 @@ def build(
 
             entries = link(entries, title_vectors)
 
+        t_lexical = time.perf_counter()
         if progress:
-            progress("index", 0, 2)
+            progress("index", 0, 3)
         bm25 = Bm25.build([lexical_tokens(e) for e in entries])
-        store = VectorStore.build(vectors)
+        t_vectors = time.perf_counter()
         if progress:
-            progress("index", 1, 2)
+            progress("index", 1, 3)
+        store = VectorStore.build(vectors)
+        t_write = time.perf_counter()
+        if progress:
+            progress("index", 2, 3)
 
         gen_name = f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         gen = directory / gen_name
@@ -197,15 +212,20 @@ def build(
         os.replace(tmp_manifest, directory / "manifest.json")
         _fsync_dir(directory)
         _remove_stale(directory, keep=gen_name)
+        t_end = time.perf_counter()
         if progress:
-            progress("index", 2, 2)
+            progress("index", 3, 3)
         return BuildStats(
             entries=len(entries),
             rows=len(rows),
             embedded=len(todo),
             reused=len(set(keys)) - len(todo),
             seconds_embed=seconds_embed,
-            seconds_total=time.perf_counter() - t0,
+            seconds_total=t_end - t0,
+            seconds_link=t_lexical - t_link,
+            seconds_lexical=t_vectors - t_lexical,
+            seconds_vectors=t_write - t_vectors,
+            seconds_write=t_end - t_write,
         )
 
 
@@ -262,7 +282,9 @@ def load(directory: Path, embedder_name: str | None = None) -> LoadedIndex:
             f"index at {directory} is damaged ({type(e).__name__}: {e}); rebuild it with `kb ingest --index {directory}`"
         ) from e
     if vectors.size != len(rows["entry"]) or bm25.size != len(entries):
-        raise IndexError_(f"index at {directory} is inconsistent; rebuild it with `kb ingest --index {directory}`")
+        raise IndexError_(
+            f"index at {directory} is inconsistent; rebuild it with `kb ingest --index {directory}`"
+        )
     return LoadedIndex(
         directory=directory,
         manifest=manifest,

@@ -32,7 +32,12 @@ def dense_views(entry: Entry) -> list[tuple[str, str]]:
         views.append(("signature", clean_line(sig)[:400]))
     answer = answer_text(entry)
     if answer:
-        views.append(("answer", f"{entry.title}. {answer}" if len(answer) > 40 else f"{context} {entry.title} {answer}"))
+        views.append(
+            (
+                "answer",
+                f"{entry.title}. {answer}" if len(answer) > 40 else f"{context} {entry.title} {answer}",
+            )
+        )
     return views
 
 

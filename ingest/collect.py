@@ -54,7 +54,9 @@ def entries_from_text(doc: str, text: str) -> list[Entry]:
                 start_line=s.start_line,
                 end_line=s.end_line,
                 # The title's source line keeps its inline code (`Init plugin so failed ...`).
-                signatures=signatures(lines[s.start_line - 1] if s.start_line <= len(lines) else s.title, s.body),
+                signatures=signatures(
+                    lines[s.start_line - 1] if s.start_line <= len(lines) else s.title, s.body
+                ),
                 commands=commands(s.body),
             )
         )

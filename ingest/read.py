@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -49,7 +50,9 @@ def find_files(paths: Iterable[str | Path]) -> tuple[list[SourceFile], list[Prob
         else:
             files = [(p, p.relative_to(root).as_posix()) for p in _walk(root, problems)]
         for path, rel in files:
-            real = path.resolve()
+            # realpath, not Path.resolve(): resolve() raises on a file link loop (a.md -> b.md -> a.md),
+            # which would abort the whole ingest; the loop is reported by read_text instead.
+            real = Path(os.path.realpath(path))
             if real in seen:  # the same file reached twice through a link
                 continue
             seen.add(real)
@@ -83,13 +86,19 @@ def read_text(path: Path) -> str:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise UnreadableFile(f"too large ({size} bytes > {MAX_FILE_BYTES}); set KB_MAX_FILE_BYTES to allow it")
+            raise UnreadableFile(
+                f"too large ({size} bytes > {MAX_FILE_BYTES}); set KB_MAX_FILE_BYTES to allow it"
+            )
         data = path.read_bytes()
     except FileNotFoundError as e:
+        if path.is_symlink():
+            raise UnreadableFile(f"is a link to a missing file ({os.readlink(path)})") from e
         raise UnreadableFile("disappeared before it could be read") from e
     except IsADirectoryError as e:
         raise UnreadableFile("is a folder") from e
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnreadableFile("is a link that loops back to itself") from e
         raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
     return decode(data)
 

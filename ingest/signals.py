@@ -42,8 +42,12 @@ COMMAND_WORDS = frozenset(
     paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod""".split()
 )
 # Single words that are complete commands on their own in inline code.
-_STANDALONE = frozenset({"nvidia-smi", "npu-smi", "ifconfig", "ipcs", "hostname", "reboot", "nvcc", "ibstat", "nproc"})
-_PROMPT = re.compile(r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$|#(?=\s*(?:sudo|export)\b))\s+")
+_STANDALONE = frozenset(
+    {"nvidia-smi", "npu-smi", "ifconfig", "ipcs", "hostname", "reboot", "nvcc", "ibstat", "nproc"}
+)
+_PROMPT = re.compile(
+    r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$|#(?=\s*(?:sudo|export)\b))\s+"
+)
 _ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S")
 
 
@@ -159,7 +163,9 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
                 continue
             if not (_looks_like_command(line) or (had_prompt and _strip_prompt(line))):
                 continue
-            if block.info in ("python", "py") and not _strip_prompt(line).startswith(("python", "pip", "export")):
+            if block.info in ("python", "py") and not _strip_prompt(line).startswith(
+                ("python", "pip", "export")
+            ):
                 continue  # python source that happens to start with a command word (`import` is not one)
             cmd = _strip_prompt(line)
             if cmd.endswith("\\"):

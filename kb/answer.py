@@ -151,8 +151,11 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     best = cited[0]
     text = f"{best.title}\n\n{key_text(best)} [1]"
     if len(citations) > 1:
-        text += "\n\n" + LABELS[lang]["see_also"] + ": " + ", ".join(
-            f"[{c.n}] {c.entry.title}" for c in citations[1:]
+        text += (
+            "\n\n"
+            + LABELS[lang]["see_also"]
+            + ": "
+            + ", ".join(f"[{c.n}] {c.entry.title}" for c in citations[1:])
         )
     return Answer(
         query=result.query,

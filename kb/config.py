@@ -83,12 +83,16 @@ def load_settings(**overrides) -> Settings:
             raise ConfigError(f"cannot read {path}: {e}") from e
         llm_data = data.pop("llm", {}) or {}
         if "api_key" in llm_data:
-            raise ConfigError(f"{path}: put the API key in an environment variable, not in the file (llm.api_key_env)")
+            raise ConfigError(
+                f"{path}: put the API key in an environment variable, not in the file (llm.api_key_env)"
+            )
         settings = _apply(settings, data, str(path))
         settings = replace(settings, llm=_apply(settings.llm, llm_data, str(path)), config_file=str(path))
     env = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("KB_") and v != ""}
     llm_env = {k[4:]: v for k, v in env.items() if k.startswith("llm_")}
-    settings = _apply(settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env", coerce=True)
+    settings = _apply(
+        settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env", coerce=True
+    )
     settings = replace(settings, llm=_apply(settings.llm, llm_env, "env", coerce=True))
     llm_overrides = overrides.pop("llm", None)
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})

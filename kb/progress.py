@@ -25,7 +25,9 @@ class ProgressBar:
                 return
             width = 30
             fill = int(width * done / total)
-            self.stream.write(f"\r{stage:>6} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} {detail[:40]:<40}")
+            self.stream.write(
+                f"\r{stage:>6} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} {detail[:40]:<40}"
+            )
             if done >= total:
                 self.stream.write("\n")
         else:

@@ -11,7 +11,13 @@ from .answer import Answer, is_destructive
 def _ref(e: Entry | None) -> dict | None:
     if e is None:
         return None
-    return {"entry_id": e.id, "doc": e.doc, "start_line": e.start_line, "end_line": e.end_line, "title": e.title}
+    return {
+        "entry_id": e.id,
+        "doc": e.doc,
+        "start_line": e.start_line,
+        "end_line": e.end_line,
+        "title": e.title,
+    }
 
 
 def hit_json(h: Hit) -> dict:

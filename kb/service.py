@@ -61,12 +61,16 @@ def ingest(
     report = collect(paths, progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None)
     if not report.entries:
         problems = "; ".join(str(p) for p in report.problems[:5])
-        raise KbError(f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else ""))
+        raise KbError(
+            f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else "")
+        )
     embedder = get_embedder(settings.embedder)
     pairs = read_declared_pairs(Path(p) for p in paths)
 
     def link(entries, title_vectors):
-        return link_translations(entries, pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T)
+        return link_translations(
+            entries, pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T
+        )
 
     stats = build(
         index_dir,

@@ -12,7 +12,9 @@ SHARED = Path(os.environ.get("KB_SHARED", ROOT.parent / "shared"))
 SEEDS = SHARED / "seeds"
 CORPUS = SHARED / "corpus"
 
-needs_shared = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"{SEEDS} not present (../shared beside the checkout)")
+needs_shared = pytest.mark.skipif(
+    not SEEDS.is_dir(), reason=f"{SEEDS} not present (../shared beside the checkout)"
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

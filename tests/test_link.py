@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import CORPUS, needs_shared
+
 from ingest.entry import Entry
 from ingest.link import link_translations
 
@@ -11,14 +11,26 @@ S000, S001 = "000_41158c45c4594662.txt", "001_6befd99b7fbb14ab.txt"
 
 
 def _e(doc, lang, title, sigs=()):
-    return Entry(id=f"{doc}:{title}", content_hash="h", doc=doc, lang=lang, title=title, heading_path=(),
-                 body="", start_line=1, end_line=1, signatures=tuple(sigs))
+    return Entry(
+        id=f"{doc}:{title}",
+        content_hash="h",
+        doc=doc,
+        lang=lang,
+        title=title,
+        heading_path=(),
+        body="",
+        start_line=1,
+        end_line=1,
+        signatures=tuple(sigs),
+    )
 
 
 def test_path_pairs_align_in_order_and_content_pairs_need_mutual_best():
     entries = [
-        _e("zh/a.md", "zh", "一"), _e("zh/a.md", "zh", "二"),
-        _e("en/a.md", "en", "one"), _e("en/a.md", "en", "two"),
+        _e("zh/a.md", "zh", "一"),
+        _e("zh/a.md", "zh", "二"),
+        _e("en/a.md", "en", "one"),
+        _e("en/a.md", "en", "two"),
         _e("notes.md", "zh", "共享内存不足", ["Nccl error(2), unhandled system error"]),
         _e("other.md", "en", "Shared memory too small", ["Nccl error(2), unhandled system error"]),
         _e("misc.md", "en", "Unrelated"),
@@ -62,7 +74,9 @@ def test_corpus_ingests_without_error_and_declared_pairs_link(tmp_path):
     outcome = ingest([str(CORPUS)], tmp_path / "idx")
     assert outcome.problems == []
     kb = KnowledgeBase.open(index=str(tmp_path / "idx"))
-    listed = {row.split("\t")[0] for row in (CORPUS / "files.tsv").read_text().splitlines()[1:] if row.strip()}
+    listed = {
+        row.split("\t")[0] for row in (CORPUS / "files.tsv").read_text().splitlines()[1:] if row.strip()
+    }
     assert len(listed) == 138
     assert listed <= {e.doc for e in kb.index.entries}  # every FAQ file gave entries (MANIFEST.md is extra)
     by_id = {e.id: e for e in kb.index.entries}

@@ -3,7 +3,6 @@
 import random
 
 import pytest
-
 from conftest import needs_shared
 
 pytestmark = [pytest.mark.slow, needs_shared]
@@ -36,14 +35,28 @@ def noisy_log(key_lines: list[str], seed: int, total: int = 200, key_at: str = "
         lines.append(
             rnd.choice(noise_templates).format(
                 ts=f"2024-05-{rnd.randint(1, 28):02d} 1{rnd.randint(0, 9)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)},{rnd.randint(100, 999)}",
-                host=rnd.choice(hosts), r=rnd.randint(0, 7), s=i, l=rnd.random() * 5, t=rnd.randint(100, 900),
-                pid=rnd.randint(1000, 99999), pid2=rnd.randint(1000, 99999), c=rnd.randint(0, 31),
-                md=f"{rnd.randint(1, 12):02d}{rnd.randint(1, 28):02d}", hms=f"{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)}",
-                us=rnd.randint(100000, 999999), port=rnd.randint(10000, 60000), a=rnd.randint(0, 9), b=rnd.randint(1, 254),
+                host=rnd.choice(hosts),
+                r=rnd.randint(0, 7),
+                s=i,
+                l=rnd.random() * 5,
+                t=rnd.randint(100, 900),
+                pid=rnd.randint(1000, 99999),
+                pid2=rnd.randint(1000, 99999),
+                c=rnd.randint(0, 31),
+                md=f"{rnd.randint(1, 12):02d}{rnd.randint(1, 28):02d}",
+                hms=f"{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)}",
+                us=rnd.randint(100000, 999999),
+                port=rnd.randint(10000, 60000),
+                a=rnd.randint(0, 9),
+                b=rnd.randint(1, 254),
             )
         )
-    tb = ["Traceback (most recent call last):", '  File "/workspace/train.py", line 88, in <module>',
-          "    main()", '  File "/workspace/train.py", line 41, in main']
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 88, in <module>',
+        "    main()",
+        '  File "/workspace/train.py", line 41, in main',
+    ]
     tail = tb + key_lines
     if key_at == "end":
         lines += tail
@@ -55,18 +68,46 @@ def noisy_log(key_lines: list[str], seed: int, total: int = 200, key_at: str = "
 
 LOG_CASES = [
     (["ExternalError: Nccl error(2), unhandled system error"], S002, "NCCL error(2)"),
-    (["OSError: (External) NCCL error(5), invalid usage.",
-      "  [Hint: 'ncclInvalidUsage'. The call to NCCL is incorrect. This is usually reflecting a programming error.]"],
-     S002, "NCCL error(5)"),
+    (
+        [
+            "OSError: (External) NCCL error(5), invalid usage.",
+            "  [Hint: 'ncclInvalidUsage'. The call to NCCL is incorrect. This is usually reflecting a programming error.]",
+        ],
+        S002,
+        "NCCL error(5)",
+    ),
     (["RuntimeError: Init plugin so failed, ret = 1343225860"], S001, None),
-    (["include/socket.h:403 NCCL WARN Connect to 10.0.0.12<42417> failed: Network is unreachable"], S001, None),
-    (["pml_ucx.c:175 Error: Failed to receive UCX worker address: Not found (-13)",
-      "pml_ucx.c:452 Error: Failed to resolve UCX endpoint for rank 12"], S001, None),
-    (["RuntimeError: DNS resolution failed: [Errno -2] Name or service not known. Please check whether the correct host name is input."],
-     S001, None),
+    (
+        ["include/socket.h:403 NCCL WARN Connect to 10.0.0.12<42417> failed: Network is unreachable"],
+        S001,
+        None,
+    ),
+    (
+        [
+            "pml_ucx.c:175 Error: Failed to receive UCX worker address: Not found (-13)",
+            "pml_ucx.c:452 Error: Failed to resolve UCX endpoint for rank 12",
+        ],
+        S001,
+        None,
+    ),
+    (
+        [
+            "RuntimeError: DNS resolution failed: [Errno -2] Name or service not known. Please check whether the correct host name is input."
+        ],
+        S001,
+        None,
+    ),
     (["np_tensor can not be split by strategy!"], S001, None),
-    (["Loading libgpu_collective.so failed. Many reasons could cause this:", "1.libgpu_collective.so is not installed.",
-      "2.nccl is not installed or found.", "3.mpi is not installed or found"], S000, None),
+    (
+        [
+            "Loading libgpu_collective.so failed. Many reasons could cause this:",
+            "1.libgpu_collective.so is not installed.",
+            "2.nccl is not installed or found.",
+            "3.mpi is not installed or found",
+        ],
+        S000,
+        None,
+    ),
 ]
 
 
@@ -103,11 +144,22 @@ def test_chinese_question_finds_english_only_entry(seeds_kb, query, line):
 
 EN_TO_ZH_ONLY = [
     ("ExternalError: Nccl error(2), unhandled system error", S002, "NCCL error(2)"),
-    ("You are using GPU version Paddle, but your CUDA device is not set properly", S002, "PaddlePaddle 安装验证"),
-    ("RuntimeError: NCCL error in: /opt/conda/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3",
-     S004, "NCCL导致的报错，报错信息如下"),
-    ("[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
-     "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.", S003, "多机多卡训练"),
+    (
+        "You are using GPU version Paddle, but your CUDA device is not set properly",
+        S002,
+        "PaddlePaddle 安装验证",
+    ),
+    (
+        "RuntimeError: NCCL error in: /opt/conda/ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3",
+        S004,
+        "NCCL导致的报错，报错信息如下",
+    ),
+    (
+        "[E ProcessGroupNCCL.cpp:414] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
+        "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        S003,
+        "多机多卡训练",
+    ),
 ]
 
 

@@ -6,8 +6,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import CORPUS, SEEDS, needs_shared
+
 from index.store import IndexError_, load
 from kb.service import KbError, KnowledgeBase, ingest
 
@@ -66,7 +66,8 @@ def test_killed_build_leaves_previous_index_working(tmp_path):
     # A much bigger build, killed with SIGKILL while it is embedding.
     proc = subprocess.Popen(
         [sys.executable, "-m", "kb.cli", "ingest", str(CORPUS), "--index", str(index)],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     for line in proc.stderr:

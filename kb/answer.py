@@ -17,7 +17,9 @@ from ingest.signals import commands
 _DESTRUCTIVE = re.compile(
     r"(^|[;&|]\s*|\bsudo\s+)(rm\s+-\w*[rf]|dd\b.*\bof=/dev/|mkfs(\.\w+)?\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
     r"kill\s+-(9|KILL)\b|pkill\b|killall\b|ipcrm\b|wipefs\b|fdisk\b|parted\b|>\s*/dev/sd|chmod\s+-R\s+777\s+/|"
-    r"iptables\s+-F|systemctl\s+(stop|disable)\b)",
+    r"iptables\s+-F|systemctl\s+(stop|disable)\b)"
+    # Piping a download into a shell runs whatever the server sends.
+    r"|\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da)?sh\b",
     re.I,
 )
 

@@ -10,16 +10,18 @@ import argparse
 import json
 import sys
 
-
 EXIT_USAGE = 2
 EXIT_ERROR = 1
 
 
 def _read_query(text: str) -> str:
+    """The query text (stdin for '-'), checked before any index is opened or built."""
+    from .config import load_settings
+    from .service import check_query
+
     if text == "-":
-        data = sys.stdin.buffer.read()
-        return data.decode("utf-8", errors="replace")
-    return text
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    return check_query(text, load_settings().max_query_bytes)
 
 
 def _open_kb(args):
@@ -60,8 +62,9 @@ def cmd_ingest(args) -> int:
 def cmd_search(args) -> int:
     from .schema import search_json
 
+    query = _read_query(args.text)
     kb = _open_kb(args)
-    result = kb.search(_read_query(args.text), k=args.k, lang=args.lang)
+    result = kb.search(query, k=args.k, lang=args.lang)
     if args.json:
         print(json.dumps(search_json(result), ensure_ascii=False))
         return 0
@@ -81,15 +84,36 @@ def cmd_search(args) -> int:
 
 
 def cmd_ask(args) -> int:
+    from dataclasses import replace
+
     from .answer import render_text
     from .schema import ask_json
 
+    query = _read_query(args.text)
     kb = _open_kb(args)
-    answer = kb.ask(_read_query(args.text), lang=args.lang)
-    if args.json:
-        print(json.dumps(ask_json(answer), ensure_ascii=False))
-    else:
-        print(render_text(answer))
+    if args.json or not kb.settings.llm_enabled:
+        answer = kb.ask(query, lang=args.lang)
+        print(json.dumps(ask_json(answer), ensure_ascii=False) if args.json else render_text(answer))
+        return 0
+    # With an LLM the answer is printed as it comes, a verified line at a time.
+    streamed: list[str] = []
+
+    def show(piece: str) -> None:
+        streamed.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    answer = kb.ask(query, lang=args.lang, on_token=show)
+    if "".join(streamed).strip() != answer.text.strip():
+        # The model failed midway or its answer was replaced: print the answer that stands.
+        print(("\n\n" if streamed else "") + render_text(answer))
+        return 0
+    print()
+    if answer.notice:
+        print(f"\n! {answer.notice}")
+    rest = render_text(replace(answer, text="", notice="")).strip("\n")  # commands (with cautions), sources
+    if rest:
+        print("\n" + rest)
     return 0
 
 
@@ -104,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kb",
         description="Bilingual (zh/en) troubleshooting knowledge base: paste an error, get the FAQ entry, "
         "its commands and its source. Works offline.",
-        epilog="examples:\n  kb ask \"NCCL error(2) unhandled system error\"\n  some_job 2>&1 | kb ask -\n"
-        "  kb ingest docs/ --index ./kb-index\n  kb search --json \"Init plugin so failed\"",
+        epilog='examples:\n  kb ask "NCCL error(2) unhandled system error"\n  some_job 2>&1 | kb ask -\n'
+        '  kb ingest docs/ --index ./kb-index\n  kb search --json "Init plugin so failed"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -114,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--index", help="index folder (default: KB_INDEX, kb.toml, else the bundled KB)")
 
     sp = sub.add_parser("ingest", help="parse FAQ markdown and (re)build an index")
-    sp.add_argument("paths", nargs="*", help="folders or files (.md .markdown .txt); default: the index's sources")
+    sp.add_argument(
+        "paths", nargs="*", help="folders or files (.md .markdown .txt); default: the index's sources"
+    )
     add_index(sp)
     sp.add_argument("--json", action="store_true", help="print a JSON summary")
     sp.set_defaults(func=cmd_ingest)
@@ -140,15 +166,25 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("gold", nargs="+", help="gold set(s), JSONL")
     add_index(sp)
     sp.add_argument("--k", type=int, default=10, help="cut-off for MRR/nDCG (default 10)")
-    sp.add_argument("--json", action="store_true", help="print one JSON object with the numbers and the misses")
-    sp.add_argument("--compare", action="store_true", help="also run the baselines (BM25 only, dense only, LangChain recipe)")
+    sp.add_argument(
+        "--json", action="store_true", help="print one JSON object with the numbers and the misses"
+    )
+    sp.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the baselines (BM25 only, dense only, LangChain recipe)",
+    )
     sp.set_defaults(func=_lazy("kb.evaluate", "eval_command"))
 
     sp = sub.add_parser("serve", help="web chat (Gradio) and JSON API on one server")
     add_index(sp)
-    sp.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else is exposed)")
+    sp.add_argument(
+        "--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else is exposed)"
+    )
     sp.add_argument("--port", type=int, default=7860)
-    sp.add_argument("--slack", action="store_true", help="also mount the Slack bot at /slack/events (HTTP mode)")
+    sp.add_argument(
+        "--slack", action="store_true", help="also mount the Slack bot at /slack/events (HTTP mode)"
+    )
     sp.set_defaults(func=_lazy("kb.web", "serve_command"))
 
     sp = sub.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)")

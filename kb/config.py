@@ -45,7 +45,6 @@ class Settings:
     top_k: int = 5
     max_query_bytes: int = 2 * 1024 * 1024  # larger pastes are refused at the door with a message
     docs_base_url: str = ""  # citations link here (+ doc path) when set
-    reranker: str = ""  # optional CrossEncoder name; off by default
     llm: LlmSettings = field(default_factory=LlmSettings)
     config_file: str = ""
 

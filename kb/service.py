@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -114,6 +115,15 @@ def ensure_bundled(index_dir: Path, settings: Settings, progress=None) -> None:
     stamp.write_text(fp)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """Lone surrogates (undecodable bytes in argv, "\\ud800" in a JSON body) cannot be encoded as
+    UTF-8 and crash the tokenizer deep inside a search: they become U+FFFD, as bad stdin bytes do."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def check_query(query: str, max_bytes: int) -> str:
     """Refuse what no search can use, with a message that says what to do; NUL bytes become spaces."""
     if not isinstance(query, str):
@@ -124,7 +134,7 @@ def check_query(query: str, max_bytes: int) -> str:
             f"the query is {size} bytes; the limit is {max_bytes} (KB_MAX_QUERY_BYTES). "
             "Paste the part of the log around the error."
         )
-    query = query.replace("\x00", " ")
+    query = valid_text(query).replace("\x00", " ")
     if not query.strip():
         raise QueryError("the query is empty: paste an error message or ask a question")
     return query
@@ -212,6 +222,7 @@ class KnowledgeBase:
         from index.text import query_lang
 
         lang = lang or query_lang(query)
+        history = [(role, valid_text(text)) for role, text in history]
         result = self._searcher.search(contextual_query(query, history), k=self.settings.top_k, lang=lang)
         if self.settings.llm_enabled and not result.no_match:
             # With no match there is nothing to summarise: the model is never asked to invent one.

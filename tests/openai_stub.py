@@ -142,7 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
-            self._json(200, {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "stub"}]})
+            self._json(
+                200, {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "stub"}]}
+            )
         else:
             self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
@@ -159,7 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+                self._json(
+                    404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}}
+                )
             elif reply.raw is not None:
                 self._send(200, "application/json", reply.raw)
             elif reply.status != 200:

@@ -1,0 +1,337 @@
+"""Checks a language model's answer against the sources it was given, before anyone reads it.
+
+A model can cite a source it was never shown, invent a flag, or repeat a command the question
+asked for (`curl x.sh | sh`). The rules, applied line by line so that a stream can be released a
+line at a time and the user never sees an unchecked command:
+
+- `[n]` must name a given source; other numbers are removed.
+- Every command in the answer must appear verbatim (after whitespace normalisation) in the code
+  of a cited source: its commands, a line of one of its code blocks, or its inline code. That
+  covers fenced code (every line, except output lines in text/log blocks), inline code that
+  looks like a command, bare `export`/`sudo`/`$ ` lines, and dangerous shell constructs written
+  in plain prose. A failing command is replaced by a visible marker and recorded.
+- Commands that destroy data or stop machines get a caution label next to them.
+- A leading <think>…</think> block is dropped and a ```markdown fence wrapped around the whole
+  answer is unwrapped (local reasoning models do both); neither is answer content.
+
+The stream pass can only check against *all* given sources (it cannot know what the rest of the
+answer will cite); `verify()` then checks the whole answer against the *cited* ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ingest.entry import Entry
+from ingest.signals import COMMAND_WORDS, code_blocks, prose
+
+from .answer import CAUTION, is_destructive
+
+REMOVED = {
+    "en": "[command removed: no cited source contains it]",
+    "zh": "[已删除命令：引用的来源中没有此命令]",
+}
+WARN = "⚠"
+
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+# [1] [1, 2] [1][2] 【1】; not an index like `ret[101]` (a letter or digit before it) nor a link.
+_CITE = re.compile(
+    r"(\s*)(?<![A-Za-z0-9_/])(?:\[|【)\s*(\d{1,3}(?:\s*[,，、;；]\s*\d{1,3})*)\s*(?:\]|】)(?!\()"
+)
+_PROMPT = re.compile(r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$)\s+")
+_LIST_MARK = re.compile(r"^(\s*(?:>\s*)*(?:[-*+]|\d{1,2}[.)])?\s*)")
+_ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*")  # NCCL_DEBUG=INFO: an environment setting
+_ENV = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*=\S.*)$")
+# Shell constructs that are dangerous wherever they are written, even in a sentence.
+_DANGER = re.compile(
+    r"(\b(curl|wget)\b[^|\n]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b|\brm\s+-[a-zA-Z]*[rf]|\bdd\s+[^\n]*\bof=/dev/|"
+    r"\bmkfs(\.\w+)?\s|\bkill\s+-(9|KILL)\b|\bchmod\s+-R\s+777\b|:\(\)\s*\{\s*:\|:&\s*\};:|"
+    r"\bipcrm\s+-|>\s*/dev/sd[a-z])"
+)
+# Blocks of output: only their lines that look like commands are checked.
+_OUTPUT_INFOS = frozenset({"text", "txt", "log", "output", "plaintext", "plain", "console", "terminal"})
+# Single words that are runnable on their own (`kill` alone is a word in a sentence, not advice).
+_STANDALONE = frozenset(
+    "nvidia-smi npu-smi ifconfig ipcs hostname nvcc ibstat nproc ibv_devinfo ibv_devices".split()
+)
+_SHELL_OPS = re.compile(r"\s(&&|\|\||\|)\s|\$\(|;\s*\w")
+
+
+def norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def strip_prompt(line: str) -> str:
+    return _PROMPT.sub("", line, count=1).strip()
+
+
+def risky(command: str) -> bool:
+    """Gets a caution label: kb.answer's destructive commands, and piping a download into a shell."""
+    return is_destructive(command) or bool(_DANGER.search(command))
+
+
+def looks_like_command(text: str) -> bool:
+    """Something a reader would paste into a shell (or a setting they would export)."""
+    s = strip_prompt(text)
+    if not s or s.startswith(("#", "//")):
+        return False
+    if _DANGER.search(s) or is_destructive(s):
+        return True
+    words = s.split()
+    i = 0
+    while i < len(words) and (words[i] == "sudo" or _ASSIGN.match(words[i])):
+        i += 1
+    if i == len(words):
+        return i > 0 and words[0] != "sudo"  # a bare NAME=value setting
+    first, rest = words[i], len(words) - i - 1
+    if first in COMMAND_WORDS:
+        return rest > 0 or i > 0 or first in _STANDALONE
+    if first.startswith(("./", "/", "~/")):
+        return rest > 0 or first.endswith((".sh", ".py"))
+    return bool(_SHELL_OPS.search(s))
+
+
+def _units(lines: Sequence[str]) -> list[tuple[int, int, str]]:
+    """Logical lines of a code block: (first, last, text), joining `\\` continuations."""
+    out: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while lines[j].rstrip().endswith("\\") and j + 1 < len(lines):
+            j += 1
+        out.append((i, j, "\n".join(lines[i : j + 1])))
+        i = j + 1
+    return out
+
+
+def source_code(entry: Entry) -> dict[str, str]:
+    """Normalised code text an entry shows -> how it shows it (for the verified command list)."""
+    found: dict[str, str] = {}
+
+    def add(text: str, shown: str | None = None) -> None:
+        bare = strip_prompt(text)
+        for key in (norm(bare), norm(text)):
+            if key and not key.startswith("#"):
+                found.setdefault(key, shown or bare)
+
+    for cmd in entry.commands:
+        add(cmd, cmd)
+    for block in code_blocks(entry.body):
+        for _, _, unit in _units(block.lines):
+            add(unit)
+    for m in _SPAN.finditer(prose(entry.body)):
+        add(m.group(2))
+    # `export NAME=value` and `NAME=value` set the same thing: accept either for the other.
+    for key, shown in list(found.items()):
+        m = _ENV.match(key)
+        if m:
+            found.setdefault(m.group(1), shown)
+            found.setdefault("export " + m.group(1), shown)
+    return found
+
+
+class Guard:
+    """Line-by-line cleaner. feed() returns the text released so far; finish() the rest."""
+
+    def __init__(self, sources: Sequence[Entry], lang: str, cited: Sequence[int] | None = None) -> None:
+        self.lang = lang if lang in REMOVED else "en"
+        self.k = len(sources)
+        self.allowed: dict[str, str] = {}
+        numbers = range(1, self.k + 1) if cited is None else cited
+        for n in numbers:
+            for key, shown in source_code(sources[n - 1]).items():
+                self.allowed.setdefault(key, shown)
+        self._allowed_long = sorted((k for k in self.allowed if len(k) >= 4), key=len, reverse=True)
+        self.citations: list[int] = []  # valid numbers kept, in order of first use
+        self.removed_citations: list[int] = []
+        self.removed_commands: list[str] = []
+        self.commands: list[str] = []  # verified commands as the sources show them
+        self._pending = ""
+        self._block: list[str] | None = None  # open fence line + body lines, until it closes
+        self._fence = ""
+        self._wrapper = ""  # the fence of a ```markdown block wrapped around the whole answer
+        self._thinking = False  # inside <think>…</think> (reasoning models served raw)
+        self._started = False
+
+    # -- streaming interface ------------------------------------------------------------------
+    def feed(self, text: str) -> str:
+        self._pending += text
+        out: list[str] = []
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            out.append(self._line(line + "\n"))
+        return "".join(out)
+
+    def finish(self) -> str:
+        out = self._line(self._pending) if self._pending else ""
+        self._pending = ""
+        if self._block is not None:  # an unclosed fence: check what it holds all the same
+            out += self._close_block(None)
+        return out
+
+    # -- lines ---------------------------------------------------------------------------------
+    def _line(self, line: str) -> str:
+        body = line.rstrip("\n")
+        s = body.strip()
+        if self._block is not None:
+            if s.startswith(self._fence) and s.strip(self._fence[0]) == "":
+                return self._close_block(line)
+            self._block.append(line)
+            return ""
+        # Some local models think aloud or wrap the whole answer in ```markdown: neither is
+        # the answer's content; the reasoning is dropped and the wrapper's prose is read as prose.
+        if self._thinking or (not self._started and s.startswith("<think>")):
+            self._thinking = "</think>" not in s
+            return ""
+        m = _FENCE.match(body)
+        first, self._started = not self._started and bool(s), self._started or bool(s)
+        if m and first and m.group(3).lower() in ("markdown", "md"):
+            self._wrapper = m.group(2)
+            return ""
+        if self._wrapper and s == self._wrapper:
+            self._wrapper = ""
+            return ""
+        if m:
+            self._block, self._fence = [line], m.group(2)
+            return ""
+        return self._prose(line)
+
+    def _check(self, text: str) -> bool:
+        key = norm(strip_prompt(text))
+        if key in self.allowed:
+            shown = self.allowed[key]
+            if shown not in self.commands:
+                self.commands.append(shown)
+            return True
+        self.removed_commands.append(strip_prompt(text))
+        return False
+
+    def _caution(self, indent: str = "", comment: bool = False) -> str:
+        return f"{indent}{'# ' if comment else ''}{WARN} {CAUTION[self.lang]}\n"
+
+    def _close_block(self, closing: str | None) -> str:
+        assert self._block is not None
+        opening, body = self._block[0], self._block[1:]
+        self._block = None
+        info = (_FENCE.match(opening.rstrip("\n")) or _FENCE.match("```")).group(3).lower()
+        raw = [ln.rstrip("\n") for ln in body]
+        out = [opening]
+        for first, last, unit in _units(raw):
+            s = strip_prompt(unit)
+            checked = bool(s) and not s.startswith(("#", "//"))
+            if checked and info in _OUTPUT_INFOS:
+                checked = bool(_PROMPT.match(unit)) or looks_like_command(unit)
+            indent = re.match(r"\s*", raw[first]).group(0)
+            if not checked:
+                out.extend(body[first : last + 1])
+            elif self._check(unit):
+                if risky(s):
+                    out.append(self._caution(indent, comment=True))
+                out.extend(body[first : last + 1])
+            else:
+                out.append(f"{indent}# {REMOVED[self.lang]}\n")
+        if closing is not None:
+            out.append(closing)
+        return "".join(out)
+
+    def _prose(self, line: str) -> str:
+        end = "\n" if line.endswith("\n") else ""
+        text = line[: len(line) - len(end)]
+        # Split into inline code spans and the text around them.
+        parts: list[tuple[bool, str, str]] = []
+        pos = 0
+        for m in _SPAN.finditer(text):
+            parts.append((False, text[pos : m.start()], ""))
+            parts.append((True, m.group(0), m.group(2)))
+            pos = m.end()
+        parts.append((False, text[pos:], ""))
+
+        # A whole line that is a command: `export X=1`, `sudo ...`, `$ ...` written without code.
+        words_only = _CITE.sub("", text)
+        bare = _LIST_MARK.sub("", words_only, count=1).strip()
+        if len(parts) == 1 and (_PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)):
+            lead = _LIST_MARK.match(text).group(1)
+            if self._check(bare):
+                return self._with_caution(_CITE.sub(self._citation, text), end, risky(strip_prompt(bare)))
+            return f"{lead}{REMOVED[self.lang]}{end}"
+
+        # Dangerous shell written in a sentence: the line goes unless it quotes a source's command.
+        plain = norm(" ".join(p[1] for p in parts if not p[0]))
+        quoted = [(m, self._covering(plain, m.start(), m.end())) for m in _DANGER.finditer(plain)]
+        for m, key in quoted:
+            if key is None:
+                self.removed_commands.append(plain[m.start() :].strip())
+                return f"{_LIST_MARK.match(text).group(1)}{REMOVED[self.lang]}{end}"
+        for _, key in quoted:
+            if self.allowed[key] not in self.commands:
+                self.commands.append(self.allowed[key])
+
+        danger = bool(quoted)
+        out: list[str] = []
+        for is_code, chunk, inner in parts:
+            if not is_code:
+                out.append(_CITE.sub(self._citation, chunk))
+            elif looks_like_command(inner):
+                if self._check(inner):
+                    out.append(chunk)
+                    danger = danger or risky(strip_prompt(inner))
+                else:
+                    out.append(REMOVED[self.lang])
+            else:
+                out.append(chunk)
+        return self._with_caution("".join(out), end, danger)
+
+    def _with_caution(self, text: str, end: str, danger: bool) -> str:
+        """The line, then the caution label on a line of its own."""
+        return text + end if not danger else f"{text}\n{self._caution().rstrip()}{end}"
+
+    def _covering(self, plain: str, start: int, stop: int) -> str | None:
+        """The source command (normalised) that the dangerous span start:stop is part of, if any."""
+        for key in self._allowed_long:
+            i = plain.find(key)
+            while i >= 0:
+                if i <= start and stop <= i + len(key):
+                    return key
+                i = plain.find(key, i + 1)
+        return None
+
+    def _citation(self, m: re.Match) -> str:
+        numbers = [int(x) for x in re.findall(r"\d+", m.group(2))]
+        good = [n for n in numbers if 1 <= n <= self.k]
+        bad = [n for n in numbers if n not in good]
+        for n in good:
+            if n not in self.citations:
+                self.citations.append(n)
+        self.removed_citations.extend(bad)
+        if not bad:
+            return m.group(0)
+        return (m.group(1) + "".join(f"[{n}]" for n in good)) if good else ""
+
+
+@dataclass(frozen=True)
+class Verified:
+    text: str
+    commands: tuple[str, ...]  # verified commands, as the cited sources show them
+    cited: tuple[int, ...]  # valid source numbers the text still cites, in order of first use
+    removed_commands: tuple[str, ...]
+    removed_citations: tuple[int, ...]
+
+
+def verify(text: str, sources: Sequence[Entry], lang: str) -> Verified:
+    """The whole answer: citations against the given sources, commands against the cited ones."""
+    first = Guard(sources, lang)
+    out = first.feed(text) + first.finish()
+    final = first
+    if first.citations:
+        final = Guard(sources, lang, cited=sorted(first.citations))
+        out = final.feed(text) + final.finish()
+    return Verified(
+        text=out,
+        commands=tuple(final.commands),
+        cited=tuple(final.citations),
+        removed_commands=tuple(dict.fromkeys(final.removed_commands)),
+        removed_citations=tuple(dict.fromkeys(final.removed_citations)),
+    )

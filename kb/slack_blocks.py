@@ -79,6 +79,21 @@ def _lines_within(text: str, width: int):
         yield line
 
 
+def _escaped_pieces(text: str, limit: int) -> list[str]:
+    """Split raw text so that each piece, once escaped, fits `limit` (no entity is cut in half)."""
+    out: list[str] = []
+    for piece in split_text(text, limit):
+        current = ""
+        for ch in piece:
+            e = escape(ch)
+            if len(current) + len(e) > limit:
+                out.append(current)
+                current = ""
+            current += e
+        out.append(current)
+    return out
+
+
 def citation_url(base_url: str, entry: Entry) -> str:
     return f"{base_url.rstrip('/')}/{quote(entry.doc)}#L{entry.start_line}-L{entry.end_line}"
 
@@ -127,7 +142,12 @@ def answer_blocks(answer: Answer, docs_base_url: str = "", lookup: Lookup | None
     blocks: list[dict] = []
     if answer.notice:
         blocks.append(_context(":information_source: " + escape(answer.notice)))
-    blocks.extend(_sections(to_mrkdwn(answer.text)))
+    text = to_mrkdwn(answer.text)
+    if answer.citations:  # the extractive answer starts with the entry's title: show it as one
+        title = to_mrkdwn(answer.citations[0].entry.title)
+        if text.startswith(title + "\n"):
+            text = f"*{title}*" + text[len(title) :]
+    blocks.extend(_sections(text))
     if answer.no_match and answer.suggestions:
         lines = [f"*{escape(labels['suggest'])}*"]
         lines += [f"• {entry_ref(h.entry, docs_base_url)}" for h in answer.suggestions]
@@ -138,7 +158,7 @@ def answer_blocks(answer: Answer, docs_base_url: str = "", lookup: Lookup | None
             if is_destructive(command):
                 blocks.append(_context(":warning: *" + escape(CAUTION[lang]) + "*"))
             # Each command is its own block so it can be copied alone; a huge one is cut in pieces.
-            for piece in split_text(escape(command), MAX_SECTION_CHARS - 8):
+            for piece in _escaped_pieces(command, MAX_SECTION_CHARS - 8):
                 blocks.append(_section(f"```{piece}```"))
     if answer.citations:
         lines = [f"*{escape(labels['sources'])}*"]

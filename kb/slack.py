@@ -1,0 +1,602 @@
+"""The Slack door: a slack-bolt app that answers in the thread of the asking message.
+
+Triggers: an @mention in a channel (app_mention), a direct message (message.im) and `/kb <error>`.
+Flow: acknowledge at once (bolt acks Events API requests before the listener runs; the slash
+command calls ack() first), mark the question (":mag:" reaction or a "searching..." message), read
+pasted log files, use the thread's earlier messages as history, ask the KnowledgeBase, post the
+Block Kit answer (kb/slack_blocks.py).
+
+Run modes: Socket Mode (SLACK_BOT_TOKEN + SLACK_APP_TOKEN; no public URL needed) or HTTP mode
+(SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET) served by `kb slack --mode http` or mounted into the web
+server with `mount()`. slack_bolt / slack_sdk are imported inside functions: `kb --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from html import unescape
+from urllib.parse import urlsplit
+
+from .service import KbError, QueryError
+
+log = logging.getLogger("kb.slack")
+
+EVENTS_PATH = "/slack/events"
+SEARCHING_REACTION = "mag"
+# Subtypes of user messages worth answering; edits, joins and bot posts have other subtypes.
+ANSWERED_SUBTYPES = (None, "file_share", "thread_broadcast")
+MAX_FILES = 3  # pasted logs read per message
+MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024  # stop reading a file after this; its tail is what we keep
+MAX_HISTORY_MESSAGES = 50
+HISTORY_FILE_BYTES = 16 * 1024  # of a log attached to an earlier message in the thread
+MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB
+TEXT_EXTENSIONS = (".log", ".txt", ".out", ".err", ".md", ".py", ".sh", ".json", ".yaml", ".yml", ".csv")
+TEXT_FILETYPES = {"text", "log", "txt", "python", "shell", "json", "yaml", "markdown", "csv", "diff", "post"}
+USAGE = {
+    "en": "Paste an error message or a log after the mention (or upload the log file), e.g. "
+    "`@kb ExternalError: Nccl error(2), unhandled system error` or `/kb Init plugin so failed`.",
+}
+
+
+# -- tokens ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokens:
+    bot: str
+    app: str = ""  # Socket Mode only
+    signing_secret: str = ""  # HTTP mode only
+
+
+def read_tokens(mode: str) -> Tokens:
+    """Tokens from the environment only (never from kb.toml), with an error naming what is missing."""
+    need = (
+        ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
+        if mode == "socket"
+        else ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
+    )
+    missing = [name for name in need if not os.environ.get(name, "").strip()]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise KbError(
+            f"{' and '.join(missing)} {verb} not set; {mode} mode needs {' and '.join(need)} in the environment "
+            "(create the app from slack/manifest.yml; the README's Slack section says where each value is)"
+        )
+    env = {name: os.environ[name].strip() for name in need}
+    if mode == "socket" and not env["SLACK_APP_TOKEN"].startswith("xapp-"):
+        raise KbError(
+            "SLACK_APP_TOKEN must be an app-level token (xapp-...) with the connections:write scope "
+            "(Basic Information > App-Level Tokens)"
+        )
+    return Tokens(
+        bot=env["SLACK_BOT_TOKEN"],
+        app=env.get("SLACK_APP_TOKEN", ""),
+        signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
+    )
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+class _Seen:
+    """Keys seen in the last `ttl` seconds: Slack redelivers an event (X-Slack-Retry-Num) when our
+    acknowledgement was late or lost, and may send a message as both app_mention and message.im."""
+
+    def __init__(self, ttl: float = 3600.0, cap: int = 20000) -> None:
+        self.ttl, self.cap = ttl, cap
+        self._keys: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def first_time(self, *keys: str) -> bool:
+        keys = tuple(k for k in keys if k)
+        now = time.monotonic()
+        with self._lock:
+            while self._keys and (
+                len(self._keys) > self.cap or next(iter(self._keys.values())) < now - self.ttl
+            ):
+                self._keys.popitem(last=False)
+            if any(k in self._keys for k in keys):
+                return False
+            for k in keys:
+                self._keys[k] = now
+            return True
+
+
+class _TrackingExecutor(ThreadPoolExecutor):
+    """bolt's listener executor, counting work in flight so shutdown (and tests) can wait for it."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="kb-slack")
+        self._pending: set = set()
+        self._pending_lock = threading.Lock()
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = super().submit(fn, *args, **kwargs)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._pending_lock:
+                pending = list(self._pending)
+            left = deadline - time.monotonic()
+            if not pending:
+                return True
+            if left <= 0:
+                return False
+            wait(pending, timeout=left)
+
+
+_MENTION = re.compile(r"<([@#!])([^>|]*)(?:\|([^>]*))?>")
+_LINK = re.compile(r"<((?:https?|mailto):[^>|]+)(?:\|([^>]*))?>")
+
+
+def slack_to_plain(text: str) -> str:
+    """Slack message markup -> the text the user typed: mentions dropped, links unwrapped,
+    &amp;/&lt;/&gt; decoded (a log line like `<hostname>` arrives as `&lt;hostname&gt;`)."""
+    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    # <@U123> and <!here> are dropped; <#C123|general> keeps the channel name.
+    text = _MENTION.sub(lambda m: "#" + m.group(3) if m.group(1) == "#" and m.group(3) else "", text)
+    text = text.replace("```", "\n")
+    return unescape(text).strip()
+
+
+def _is_text_file(info: dict) -> bool:
+    name = (info.get("name") or info.get("title") or "").lower()
+    return (
+        (info.get("mimetype") or "").startswith("text/")
+        or (info.get("filetype") or "").lower() in TEXT_FILETYPES
+        or name.endswith(TEXT_EXTENSIONS)
+    )
+
+
+def _bolt_logger() -> logging.Logger:
+    """bolt's log, minus a warning it gives whenever SLACK_BOT_TOKEN is set and a client is passed
+    (we pass the client to get the 429 retry handler; the token is the same one)."""
+    logger = logging.getLogger("kb.slack.bolt")
+    if not logger.filters:
+        logger.addFilter(lambda record: "`token` will be unused" not in record.getMessage())
+    return logger
+
+
+# -- the bot ---------------------------------------------------------------------------------
+
+
+class SlackBot:
+    """The bolt App plus what it needs: the KnowledgeBase, dedupe and the executor in flight.
+
+    `client` is the slack_sdk WebClient to use (tests point its base_url at a local stand-in);
+    without it one is built from `bot_token`. Either way 429 answers are retried after Retry-After.
+    """
+
+    def __init__(
+        self,
+        kb,
+        *,
+        bot_token: str = "",
+        signing_secret: str = "",
+        client=None,
+        max_workers: int = 4,
+    ) -> None:
+        from slack_bolt import App, BoltResponse
+        from slack_bolt.error import BoltError
+        from slack_sdk import WebClient
+        from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+        self.kb = kb
+        # SLACK_API_URL: another Web API base URL (a proxy, or a local stand-in in tests).
+        self.client = client or WebClient(
+            token=bot_token, base_url=os.environ.get("SLACK_API_URL") or WebClient.BASE_URL
+        )
+        if not any(isinstance(h, RateLimitErrorRetryHandler) for h in self.client.retry_handlers):
+            self.client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
+        self.executor = _TrackingExecutor(max_workers)
+        self._seen_events = _Seen()
+        self._seen_messages = _Seen()
+        self._ask_lock = threading.Lock()  # one search at a time: the embedder is not shared across threads
+        self._last_reload = 0.0
+        try:
+            # auth.test runs here: a wrong SLACK_BOT_TOKEN fails now, with a message, not on the first event.
+            self.app = App(
+                client=self.client,
+                signing_secret=signing_secret,
+                listener_executor=self.executor,
+                name="kb",
+                logger=_bolt_logger(),
+            )
+        except BoltError as e:
+            raise KbError(f"Slack did not accept SLACK_BOT_TOKEN: {e}") from e
+
+        def drop_redeliveries(body, next):  # noqa: A002 - bolt passes middleware arguments by name
+            if body.get("event_id") and not self._seen_events.first_time("event:" + body["event_id"]):
+                log.info("ignored a redelivery of event %s", body["event_id"])
+                return BoltResponse(status=200, body="")
+            return next()
+
+        self.app.use(drop_redeliveries)
+        self.app.event("app_mention")(self._on_event)
+        self.app.event("message")(self._on_message)
+        self.app.command("/kb")(self._on_command)
+
+    # -- listeners ---------------------------------------------------------------------------
+    def _on_message(self, event, context) -> None:
+        if event.get("channel_type") == "im":  # channel messages arrive as app_mention instead
+            self._on_event(event, context)
+
+    def _on_event(self, event, context) -> None:
+        bot_user = context.get("bot_user_id") or ""
+        if event.get("bot_id") or event.get("subtype") not in ANSWERED_SUBTYPES or not event.get("user"):
+            return  # bots, including this one, and message edits/joins
+        if event["user"] == bot_user:
+            return
+        channel, ts = event["channel"], event["ts"]
+        if not self._seen_messages.first_time(f"msg:{event.get('client_msg_id', '')}", f"ts:{channel}:{ts}"):
+            return  # the same message delivered as both app_mention and message.im
+        thread_ts = event.get("thread_ts") or ts
+        self._react(channel, ts, SEARCHING_REACTION, add=True)
+        try:
+            query = self._message_query(event)
+            history = (
+                self._history(channel, thread_ts, before=ts, bot_user=bot_user) if thread_ts != ts else []
+            )
+            for message in self._reply(query, history):
+                self._post(channel, thread_ts, message)
+        finally:
+            self._react(channel, ts, SEARCHING_REACTION, add=False)
+
+    def _on_command(self, ack, command, respond) -> None:
+        from slack_sdk.errors import SlackApiError
+
+        from .slack_blocks import escape
+
+        query = slack_to_plain(command.get("text") or "")
+        if not query:
+            ack(text=USAGE["en"])
+            return
+        ack()
+        channel, user = command["channel_id"], command["user_id"]
+        shown = escape(query[-2900:])
+        try:
+            # The question is posted for the channel to see; its metadata keeps the full text for
+            # follow-ups in the thread (conversations.replies returns it).
+            top = self.client.chat_postMessage(
+                channel=channel,
+                text=f"<@{user}> asked: {shown[:200]}",
+                blocks=[
+                    {
+                        "type": "section",
+                        "text": {"type": "mrkdwn", "text": f"<@{user}> asked:\n```{shown}```"},
+                    }
+                ],
+                metadata={"event_type": "kb_question", "event_payload": {"text": query[-3000:]}},
+                unfurl_links=False,
+            )
+            placeholder = self.client.chat_postMessage(
+                channel=channel, thread_ts=top["ts"], text=":mag: searching..."
+            )
+        except SlackApiError as e:
+            # Not a member of this channel (or a DM between other people): answer the asker privately.
+            log.info(
+                "cannot post in %s (%s); answering through response_url", channel, e.response.get("error")
+            )
+            for message in self._reply(query, []):
+                respond(text=message["text"], blocks=message["blocks"], response_type="ephemeral")
+            return
+        messages = self._reply(query, [])
+        self.client.chat_update(
+            channel=channel, ts=placeholder["ts"], text=messages[0]["text"], blocks=messages[0]["blocks"]
+        )
+        for message in messages[1:]:
+            self._post(channel, top["ts"], message)
+
+    # -- building the answer -----------------------------------------------------------------
+    def _reply(self, query: str, history: list[tuple[str, str]]) -> list[dict]:
+        from .slack_blocks import answer_messages, text_messages
+
+        if not query.strip():
+            return text_messages(USAGE["en"])
+        try:
+            with self._ask_lock:
+                self._maybe_reload()
+                answer = self.kb.ask(query, history=history)
+        except QueryError as e:
+            return text_messages(str(e))
+        except Exception:
+            log.exception("answering failed")
+            return text_messages(
+                "Sorry, the knowledge base failed to answer this one; the error is in the bot's log."
+            )
+        return answer_messages(answer, self.kb.settings.docs_base_url, lookup=self.kb.entry)
+
+    def _maybe_reload(self) -> None:
+        """A long-running bot picks up a rebuilt index (checked at most every 30 s)."""
+        if time.monotonic() - self._last_reload < 30:
+            return
+        self._last_reload = time.monotonic()
+        try:
+            if self.kb.reload_if_changed():
+                log.info("index reloaded")
+        except Exception:
+            log.exception("reloading the index failed; answering from the one loaded")
+
+    def _message_query(self, message: dict, limit: int | None = None) -> str:
+        """The message's text plus the pasted logs attached to it, within `limit` bytes."""
+        parts = [slack_to_plain(message.get("text") or "")]
+        room = (limit or self.kb.settings.max_query_bytes) - len(parts[0].encode()) - 1024
+        for f in (message.get("files") or [])[:MAX_FILES]:
+            text = self._read_file(f.get("id", ""), room)
+            if text:
+                parts.append(text)
+                room -= len(text.encode())
+        return "\n".join(p for p in parts if p.strip())
+
+    def _history(self, channel: str, thread_ts: str, before: str, bot_user: str) -> list[tuple[str, str]]:
+        """The thread's earlier messages as (role, text): the user's own and the bot's answers."""
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            replies = self.client.conversations_replies(
+                channel=channel, ts=thread_ts, limit=MAX_HISTORY_MESSAGES, include_all_metadata=True
+            )
+        except SlackApiError as e:
+            log.warning("cannot read thread %s in %s: %s", thread_ts, channel, e.response.get("error"))
+            return []
+        history = []
+        for m in replies.get("messages", []):
+            if float(m.get("ts", 0)) >= float(before):
+                continue
+            meta = m.get("metadata") or {}
+            if meta.get("event_type") == "kb_question":  # a /kb question the bot posted for the user
+                history.append(("user", str(meta.get("event_payload", {}).get("text", ""))))
+            elif m.get("bot_id") or m.get("user") == bot_user:
+                history.append(("assistant", slack_to_plain(m.get("text") or "")))
+            else:
+                # kb.ask reads only the tail of earlier questions (contextual_query): fetch little.
+                history.append(("user", self._message_query(m, limit=HISTORY_FILE_BYTES)))
+        return [(role, text) for role, text in history if text.strip()]
+
+    def _read_file(self, file_id: str, room: int) -> str:
+        """A pasted log: files.info, then url_private downloaded with the bot token. Only the last
+        `room` bytes are kept, because the error line is usually at the end of a log."""
+        from slack_sdk.errors import SlackApiError
+
+        from ingest.read import UnreadableFile, decode
+
+        if not file_id or room <= 0:
+            return ""
+        try:
+            info = self.client.files_info(file=file_id)["file"]
+        except SlackApiError as e:
+            log.warning("files.info %s failed: %s", file_id, e.response.get("error"))
+            return ""
+        url = info.get("url_private_download") or info.get("url_private")
+        if not url or not _is_text_file(info):
+            return ""
+        try:
+            data = self._download(url, room)
+            return decode(data)
+        except (OSError, UnreadableFile, KbError) as e:
+            log.warning("cannot read file %s (%s): %s", file_id, info.get("name"), e)
+            return ""
+
+    def _download(self, url: str, keep: int) -> bytes:
+        import urllib.request
+
+        allowed = {"files.slack.com", urlsplit(self.client.base_url).hostname}
+        if urlsplit(url).hostname not in allowed:
+            raise KbError(f"refusing to send the bot token to {urlsplit(url).hostname}")
+
+        class SameHostRedirects(urllib.request.HTTPRedirectHandler):
+            # urllib copies the Authorization header into redirects; never let it leave Slack's hosts.
+            def redirect_request(self, req, fp, code, msg, headers, newurl):
+                if urlsplit(newurl).hostname not in allowed:
+                    raise OSError(f"file download redirected to {urlsplit(newurl).hostname}")
+                return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+        opener = urllib.request.build_opener(SameHostRedirects())
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
+        tail = bytearray()
+        total = 0
+        with opener.open(request, timeout=15) as resp:
+            if "text/html" in (resp.headers.get("Content-Type") or ""):
+                raise KbError("Slack answered with a web page: the bot token lacks the files:read scope")
+            while total < MAX_DOWNLOAD_BYTES:
+                chunk = resp.read(65536)
+                if not chunk:
+                    break
+                total += len(chunk)
+                tail += chunk
+                if len(tail) > keep:
+                    del tail[: len(tail) - keep]
+        if total > len(tail):  # cut at a line start so no half character or half line leads
+            cut = tail.find(b"\n")
+            tail = tail[cut + 1 :] if cut >= 0 else tail
+        return bytes(tail)
+
+    # -- Slack calls -------------------------------------------------------------------------
+    def _post(self, channel: str, thread_ts: str, message: dict) -> None:
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            self.client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text=message["text"],
+                blocks=message["blocks"],
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except SlackApiError as e:
+            error = e.response.get("error")
+            log.error("chat.postMessage in %s failed: %s", channel, error)
+            if error in ("invalid_blocks", "invalid_blocks_format", "msg_too_long"):
+                # Blocks Slack refuses should never hide the answer: send its plain text instead.
+                self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=message["text"])
+
+    def _react(self, channel: str, ts: str, name: str, add: bool) -> None:
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            if add:
+                self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+            else:
+                self.client.reactions_remove(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as e:  # already_reacted, no_reaction: cosmetic, never worth failing for
+            log.debug("reaction %s: %s", name, e.response.get("error"))
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait for answers in flight (graceful shutdown; tests)."""
+        return self.executor.wait_idle(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self.wait_idle(timeout)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+# -- HTTP mode -------------------------------------------------------------------------------
+
+
+def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, path: str = EVENTS_PATH):
+    """A threaded http.server for the Events API endpoint (bolt's own development server is
+    single-threaded). Signature and timestamp checks are bolt's RequestVerification (401)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from slack_bolt import BoltRequest
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
+            self.send_response(status)
+            for k, v in (headers or {}).items():
+                if k.lower() != "content-length":
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if urlsplit(self.path).path == "/healthz":
+                self._send(200, b"ok", {"Content-Type": "text/plain"})
+            else:
+                self._send(404, b"not found", {"Content-Type": "text/plain"})
+
+        def do_POST(self) -> None:
+            url = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            if url.path != path:
+                self._send(404, b"not found", {"Content-Type": "text/plain"})
+                return
+            if length > MAX_EVENT_BODY:
+                self._send(413, b"too large", {"Content-Type": "text/plain"})
+                return
+            body = self.rfile.read(length).decode("utf-8", errors="replace")
+            request = BoltRequest(
+                body=body, query=url.query, headers={k.lower(): v for k, v in self.headers.items()}
+            )
+            response = bot.app.dispatch(request)
+            self._send(
+                response.status, (response.body or "").encode(), response.first_headers_without_set_cookie()
+            )
+
+        def log_message(self, fmt, *args) -> None:
+            log.debug("http: " + fmt, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
+    """Serve the bot in HTTP mode at `path` of an existing FastAPI app (`kb serve --slack`).
+    Needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET in the environment."""
+    tokens = read_tokens("http")
+    try:
+        from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+        from starlette.concurrency import run_in_threadpool
+    except ImportError as e:
+        raise KbError(
+            f"the Slack door needs slack-bolt and FastAPI: pip install 'bilingual-kb[slack,web]' ({e})"
+        ) from e
+    bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret, client=client)
+
+    async def slack_events(request):
+        body = await request.body()
+        if len(body) > MAX_EVENT_BODY:
+            from starlette.responses import Response
+
+            return Response("too large", status_code=413)
+        # dispatch blocks until ack(); run it off the event loop so the web UI stays responsive.
+        response = await run_in_threadpool(bot.app.dispatch, to_bolt_request(request, body))
+        return to_starlette_response(response)
+
+    fastapi_app.add_route(path, slack_events, methods=["POST"], include_in_schema=False)
+    return bot
+
+
+# -- `kb slack` ------------------------------------------------------------------------------
+
+
+def slack_command(args) -> int:
+    from .progress import ProgressBar
+    from .service import KnowledgeBase
+
+    mode = args.mode or ("socket" if os.environ.get("SLACK_APP_TOKEN") else "http")
+    tokens = read_tokens(mode)  # before loading anything: a missing token fails in milliseconds
+    # The bot's own log at INFO (redeliveries dropped, files unreadable...); libraries at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kb").setLevel(logging.INFO)
+    kb = KnowledgeBase.open(index=args.index, progress=ProgressBar())
+    bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret)
+    try:
+        if mode == "socket":
+            from slack_bolt.adapter.socket_mode import SocketModeHandler
+            from slack_sdk.errors import SlackApiError
+
+            try:
+                handler = SocketModeHandler(bot.app, tokens.app)
+                handler.connect()
+            except SlackApiError as e:
+                raise KbError(f"Slack did not accept SLACK_APP_TOKEN: {e.response.get('error')}") from e
+            print("kb slack: connected in Socket Mode; Ctrl+C stops", file=sys.stderr)
+            threading.Event().wait()
+        else:
+            server = make_http_server(bot, args.host, args.port)
+            print(
+                f"kb slack: listening on http://{args.host}:{server.server_address[1]}{EVENTS_PATH} "
+                "(set it as the Request URL of Event Subscriptions and of /kb); Ctrl+C stops",
+                file=sys.stderr,
+            )
+            try:
+                server.serve_forever()
+            finally:
+                server.server_close()
+    finally:
+        bot.close()
+    return 0
+
+
+__all__ = [
+    "SlackBot",
+    "Tokens",
+    "make_http_server",
+    "mount",
+    "read_tokens",
+    "slack_command",
+    "slack_to_plain",
+]

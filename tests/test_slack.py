@@ -1,0 +1,568 @@
+"""The Slack door over real HTTP: a local Slack Web API stand-in (tests/slack_stub.py), the bolt app
+in HTTP mode on 127.0.0.1, and correctly signed Events API / slash-command requests. No Slack access."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from html import unescape
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from slack_stub import BOT_ID, BOT_USER, TEAM, SlackStub
+
+from kb.answer import CAUTION, LABELS, Answer, Citation
+
+pytest.importorskip("slack_bolt")
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "test-signing-secret"
+NCCL_LOG = """\
+I0611 10:02:11.123 launch.py:312] LAUNCH INFO job started, 8 ranks
+W0611 10:02:15.553 trainer.py:88] step 0 loss 10.4
+Traceback (most recent call last):
+  File "train.py", line 41, in <module>
+    dist.all_reduce(t)
+ExternalError: Nccl error(2), unhandled system error
+"""
+_ts = itertools.count(1)
+
+
+def new_ts() -> str:
+    return f"{1710000000 + next(_ts)}.{uuid.uuid4().int % 1000000:06d}"
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stub():
+    s = SlackStub().start()
+    yield s
+    s.stop()
+
+
+def _client(stub: SlackStub, token: str | None = None):
+    from slack_sdk import WebClient
+
+    return WebClient(token=token or stub.token, base_url=stub.api_url)
+
+
+@pytest.fixture(scope="module")
+def bot_url(stub, seeds_kb):
+    """The bot in HTTP mode on 127.0.0.1, talking to the stand-in."""
+    from kb.slack import SlackBot, make_http_server
+
+    bot = SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
+    server = make_http_server(bot, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield bot, f"http://127.0.0.1:{server.server_address[1]}/slack/events"
+    server.shutdown()
+    server.server_close()
+    bot.close()
+
+
+@pytest.fixture
+def bot(bot_url, stub):
+    stub.reset()
+    return bot_url
+
+
+def nccl_entry(kb):
+    return next(e for e in kb.index.entries if e.title == "NCCL error(2)")
+
+
+# -- requests as Slack sends them ------------------------------------------------------------
+
+
+def signed_post(url: str, body: str, content_type: str, secret: str = SECRET, timestamp=None, headers=None):
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    signature = "v0=" + hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+    request = urllib.request.Request(
+        url,
+        data=body.encode(),
+        method="POST",
+        headers={
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": signature,
+            **(headers or {}),
+        },
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, resp.read().decode(), time.monotonic() - started
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), time.monotonic() - started
+
+
+def post_event(url: str, event: dict, event_id: str | None = None, **kw):
+    payload = {
+        "token": "legacy",
+        "team_id": TEAM,
+        "api_app_id": "AKB",
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or "Ev" + uuid.uuid4().hex[:10],
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+    }
+    return signed_post(url, json.dumps(payload), "application/json", **kw)
+
+
+def mention(text: str, channel: str = "CGENERAL", thread_ts: str | None = None, files=None) -> dict:
+    ts = new_ts()
+    event = {
+        "type": "app_mention",
+        "user": "UALICE",
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "event_ts": ts,
+        "channel": channel,
+        "client_msg_id": str(uuid.uuid4()),
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    if files:
+        event["files"] = files
+    return event
+
+
+def reply_text(call) -> str:
+    """All text a posted message shows, with Slack's escaping undone."""
+    parts = [call.params.get("text", "")]
+    for block in call.params.get("blocks") or []:
+        if "text" in block:
+            parts.append(block["text"]["text"])
+        parts += [el.get("text", "") for el in block.get("elements", [])]
+    return unescape("\n".join(parts))
+
+
+# -- the conversation ------------------------------------------------------------------------
+
+
+def test_mention_with_log_file_gets_one_threaded_answer(bot, stub, seeds_kb):
+    app, url = bot
+    log_file = stub.add_file("train.log", NCCL_LOG)
+    event = mention("my job died, log attached", files=[{"id": log_file.id}])
+    status, _, took = post_event(url, event)
+    assert status == 200
+    assert took < 3.0  # acknowledged well within Slack's 3 seconds; the answer comes later
+    posts = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    posts = stub.of("chat.postMessage")
+    assert len(posts) == 1
+    post = posts[0].params
+    assert post["channel"] == "CGENERAL" and post["thread_ts"] == event["ts"]
+    text = reply_text(posts[0])
+    entry = nccl_entry(seeds_kb)
+    assert "NCCL error(2)" in text and "--shm-size 32G" in text
+    assert f"[1] NCCL error(2) (`{entry.doc}:{entry.start_line}-{entry.end_line}`)" in text
+    # the log was read the way Slack requires: files.info, then url_private with the bot token
+    assert [c.params["file"] for c in stub.of("files.info")] == [log_file.id]
+    assert [d.token for d in stub.downloads] == [stub.token]
+    # "searching" shown on the question first, removed after the answer
+    added = stub.of("reactions.add")
+    assert [(c.params["name"], c.params["timestamp"]) for c in added] == [("mag", event["ts"])]
+    assert stub.of("reactions.remove")[0].at >= posts[0].at
+
+
+def test_answer_carries_the_command_citations_and_other_language(bot, stub, seeds_kb):
+    app, url = bot
+    event = mention("What should I do if the error message Init plugin so failed, ret = 1343225860 appears?")
+    assert post_event(url, event)[0] == 200
+    stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    [post] = stub.of("chat.postMessage")
+    blocks = post.params["blocks"]
+    codes = [b["text"]["text"] for b in blocks if b.get("text", {}).get("text", "").startswith("```")]
+    assert codes == ["```export ASCEND_SLOG_PRINT_TO_STDOUT=1```"]  # the entry's command, its own code block
+    text = reply_text(post)
+    best = next(e for e in seeds_kb.index.entries if e.lang == "en" and "Init plugin so failed" in e.title)
+    zh = seeds_kb.entry(best.translation)
+    assert f"[1] {best.title} (`{best.doc}:{best.start_line}-{best.end_line}`)" in text
+    assert re.search(r"\[2\] .+ \(`\S+:\d+-\d+`\)", text)
+    assert f"{LABELS['en']['other_lang']}: {zh.title} (`{zh.doc}:{zh.start_line}-{zh.end_line}`)" in text
+    assert CAUTION["en"] not in text  # `export ...` is not destructive
+
+
+def test_slack_retry_of_the_same_event_is_not_answered_twice(bot, stub):
+    app, url = bot
+    event = mention("ExternalError: Nccl error(2), unhandled system error")
+    event_id = "EvRETRY" + uuid.uuid4().hex[:6]
+    assert post_event(url, event, event_id=event_id)[0] == 200
+    stub.wait_for("chat.postMessage")
+    for n in (1, 2):
+        status, _, _ = post_event(
+            url,
+            event,
+            event_id=event_id,
+            headers={"X-Slack-Retry-Num": str(n), "X-Slack-Retry-Reason": "http_timeout"},
+        )
+        assert status == 200
+    assert app.wait_idle(30)
+    assert len(stub.of("chat.postMessage")) == 1
+    assert len(stub.of("reactions.add")) == 1
+
+
+def test_bad_signature_or_old_timestamp_is_rejected(bot, stub):
+    app, url = bot
+    status, _, _ = post_event(url, mention("ExternalError: Nccl error(2)"), secret="not-the-secret")
+    assert status == 401
+    status, _, _ = post_event(
+        url, mention("ExternalError: Nccl error(2)"), timestamp=int(time.time()) - 6 * 60
+    )
+    assert status == 401
+    assert app.wait_idle(30)
+    assert stub.calls == []  # no reply, no reaction, nothing read
+
+
+def test_thread_follow_up_uses_the_earlier_messages(bot, stub, seeds_kb):
+    app, url = bot
+    follow_up = "what if it happens inside docker?"
+    # Alone, the follow-up does not find the entry: only the thread's context can.
+    alone = seeds_kb.ask(follow_up)
+    assert alone.no_match or alone.citations[0].entry.title != "NCCL error(2)"
+    root = new_ts()
+    question = f"<@{BOT_USER}> ExternalError: Nccl error(2), unhandled system error"
+    earlier_answer = "(the bot's earlier answer)"
+    stub.add_thread_message("CGENERAL", root, {"user": "UALICE", "ts": root, "text": question})
+    stub.add_thread_message(
+        "CGENERAL", root, {"bot_id": BOT_ID, "ts": f"{float(root) + 1:.6f}", "text": earlier_answer}
+    )
+    event = mention(follow_up, thread_ts=root)
+    assert post_event(url, event)[0] == 200
+    stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    [replies] = stub.of("conversations.replies")
+    assert replies.params["channel"] == "CGENERAL" and replies.params["ts"] == root
+    [post] = stub.of("chat.postMessage")
+    assert post.params["thread_ts"] == root
+    assert "[1] NCCL error(2)" in reply_text(post)
+
+
+def test_rate_limited_post_is_retried_after_retry_after(bot, stub):
+    app, url = bot
+    stub.rate_limit("chat.postMessage", retry_after=1)
+    assert post_event(url, mention("ExternalError: Nccl error(2), unhandled system error"))[0] == 200
+    [ok] = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    [limited] = stub.of("chat.postMessage", status=429)
+    waited = ok.at - limited.at
+    print(f"429 -> retry after {waited:.2f}s (Retry-After: 1)")
+    assert 1.0 <= waited < 5.0
+    assert len(stub.of("chat.postMessage")) == 1
+
+
+def test_refused_blocks_fall_back_to_plain_text(bot, stub):
+    app, url = bot
+    stub.fail("chat.postMessage", "invalid_blocks")
+    event = mention("ExternalError: Nccl error(2), unhandled system error")
+    assert post_event(url, event)[0] == 200
+    stub.wait_for("chat.postMessage", 2)
+    assert app.wait_idle(30)
+    refused, plain = stub.of("chat.postMessage")
+    assert refused.response["error"] == "invalid_blocks" and "blocks" in refused.params
+    assert "blocks" not in plain.params and plain.params["thread_ts"] == event["ts"]
+    assert plain.params["text"].startswith("NCCL error(2)")
+
+
+def test_direct_message_is_answered_and_bot_messages_are_ignored(bot, stub):
+    app, url = bot
+    base = {"type": "message", "channel": "DALICE", "channel_type": "im"}
+    ignored = [
+        # ourselves
+        {**base, "user": BOT_USER, "bot_id": BOT_ID, "text": "NCCL error(2) answer", "ts": new_ts()},
+        # a legacy bot (subtype bot_message, no user)
+        {**base, "bot_id": "BOTHER", "subtype": "bot_message", "text": "Nccl error(2)", "ts": new_ts()},
+        # another app's bot user: a user id, but bot_id set too
+        {**base, "user": "UOTHERBOT", "bot_id": "BOTHER", "text": "Nccl error(2)", "ts": new_ts()},
+        # an edit of a user's message
+        {**base, "user": "UALICE", "subtype": "message_changed", "text": "Nccl error(2)", "ts": new_ts()},
+    ]
+    for event in ignored:
+        assert post_event(url, event)[0] == 200
+    assert app.wait_idle(30)
+    assert stub.of("chat.postMessage") == [] and stub.of("reactions.add") == []
+    dm = {
+        **base,
+        "user": "UALICE",
+        "text": "ExternalError: Nccl error(2), unhandled system error",
+        "ts": new_ts(),
+        "client_msg_id": str(uuid.uuid4()),
+    }
+    assert post_event(url, dm)[0] == 200
+    [post] = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    assert post.params["channel"] == "DALICE" and post.params["thread_ts"] == dm["ts"]
+    assert "NCCL error(2)" in reply_text(post)
+
+
+def test_slash_command_acks_fast_then_updates_the_searching_message(bot, stub):
+    app, url = bot
+    form = {
+        "command": "/kb",
+        "text": "ExternalError: Nccl error(2), unhandled system error",
+        "channel_id": "CGENERAL",
+        "user_id": "UALICE",
+        "team_id": TEAM,
+        "response_url": stub.url + "/respond",
+        "trigger_id": "1.2.3",
+    }
+    status, _, took = signed_post(url, urlencode(form), "application/x-www-form-urlencoded")
+    assert status == 200 and took < 3.0
+    [update] = stub.wait_for("chat.update")
+    assert app.wait_idle(30)
+    question, searching = stub.of("chat.postMessage")
+    assert question.params["metadata"]["event_payload"]["text"] == form["text"]
+    assert searching.params["thread_ts"] and "searching" in searching.params["text"]
+    assert update.params["ts"] == searching.response["ts"]  # the "searching..." message became the answer
+    assert "NCCL error(2)" in reply_text(update)
+
+
+def test_wrong_bot_token_is_a_clear_error(stub, seeds_kb):
+    from kb.service import KbError
+    from kb.slack import SlackBot
+
+    with pytest.raises(KbError, match="SLACK_BOT_TOKEN.*invalid_auth"):
+        SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub, token="xoxb-wrong"))
+
+
+def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch):
+    fastapi = pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from kb.service import KbError
+    from kb.slack import mount
+
+    monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", stub.token)
+    with pytest.raises(KbError, match="SLACK_SIGNING_SECRET"):
+        mount(fastapi.FastAPI(), seeds_kb, client=_client(stub))
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    web = fastapi.FastAPI()
+    bot = mount(web, seeds_kb, client=_client(stub))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(web, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/slack/events"
+        stub.reset()
+        status, body, _ = signed_post(
+            url, json.dumps({"type": "url_verification", "challenge": "c-123"}), "application/json"
+        )
+        assert status == 200 and "c-123" in body
+        assert signed_post(url, "{}", "application/json", secret="wrong")[0] == 401
+        event = mention("ExternalError: Nccl error(2), unhandled system error")
+        assert post_event(url, event)[0] == 200
+        [post] = stub.wait_for("chat.postMessage")
+        assert bot.wait_idle(30)
+        assert post.params["thread_ts"] == event["ts"] and "NCCL error(2)" in reply_text(post)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        bot.close()
+
+
+# -- tokens and the command line -------------------------------------------------------------
+
+
+def _kb_slack(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    return subprocess.run(
+        [sys.executable, "-m", "kb.cli", "slack", *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named", "not_named"),
+    [
+        (("--mode", "socket"), {}, ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"], ["SLACK_SIGNING_SECRET"]),
+        (("--mode", "http"), {"SLACK_BOT_TOKEN": "xoxb-1"}, ["SLACK_SIGNING_SECRET"], ["SLACK_APP_TOKEN"]),
+        # socket mode by default when SLACK_APP_TOKEN is set, else http
+        ((), {"SLACK_APP_TOKEN": "xapp-1"}, ["SLACK_BOT_TOKEN"], ["SLACK_SIGNING_SECRET"]),
+        ((), {}, ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"], ["SLACK_APP_TOKEN"]),
+        (("--mode", "socket"), {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-2"}, ["xapp-"], []),
+    ],
+)
+def test_kb_slack_names_the_missing_token(args, env, named, not_named):
+    done = _kb_slack(*args, **env)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("kb slack: ")
+    first_clause = done.stderr.split(";")[0]  # what is missing; the rest says what the mode needs
+    assert all(name in first_clause for name in named)
+    assert not any(name in first_clause for name in not_named)
+
+
+def test_kb_slack_http_mode_end_to_end(stub, seeds_index):
+    """The real command: `kb slack --mode http` in a subprocess, Web API calls to the stand-in."""
+    stub.reset()
+    env = {"SLACK_BOT_TOKEN": stub.token, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": stub.api_url}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    args = ["slack", "--mode", "http", "--host", "127.0.0.1", "--port", "0", "--index", str(seeds_index)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kb.cli", *args],
+        env={**clean, **env},
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 90
+        while not any("listening on" in ln for ln in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        url = re.search(r"listening on (\S+)", "".join(lines)).group(1)
+        event = mention("ExternalError: Nccl error(2), unhandled system error")
+        assert post_event(url, event)[0] == 200
+        [post] = stub.wait_for("chat.postMessage")
+        assert post.params["thread_ts"] == event["ts"] and "NCCL error(2)" in reply_text(post)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    assert code == 130 and "Traceback" not in "".join(lines)
+
+
+def test_manifest_declares_the_scopes_events_and_command():
+    yaml = pytest.importorskip("yaml")
+    manifest = yaml.safe_load((ROOT / "slack" / "manifest.yml").read_text())
+    assert set(manifest["oauth_config"]["scopes"]["bot"]) == {
+        "app_mentions:read", "chat:write", "reactions:write", "im:history",
+        "channels:history", "groups:history", "commands", "files:read",
+    }  # fmt: skip
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/kb"]
+
+
+# -- Block Kit -------------------------------------------------------------------------------
+
+
+def _entry(n: int, doc: str = "nccl/en/faq.md", lang: str = "en", translation: str | None = None):
+    from ingest.entry import Entry
+
+    fields = dict(
+        id=f"e{n}", content_hash="h", doc=doc, lang=lang, title=f"Entry <{n}> & co", heading_path=(),
+        body="b", start_line=10 * n, end_line=10 * n + 5, signatures=(), commands=(), translation=translation,
+    )  # fmt: skip
+    return Entry(**fields)
+
+
+def _all_text(messages) -> str:
+    return "\n".join(reply_text(type("C", (), {"params": m})) for m in messages)
+
+
+def test_blocks_respect_slack_limits_and_label_destructive_commands():
+    from kb.slack_blocks import MAX_BLOCKS, MAX_SECTION_CHARS, answer_messages
+
+    commands = tuple(f"export NCCL_VAR_{i}=1" for i in range(60)) + ("rm -rf /tmp/nccl-*", "x" * 7000)
+    long_text = "\n\n".join(f"Paragraph {i}: " + "shm too small; " * 40 for i in range(40))
+    answer = Answer(
+        query="q",
+        lang="en",
+        text=long_text + "\n\n```\n" + "log line\n" * 600 + "```",
+        commands=commands,
+        citations=(Citation(1, _entry(1, translation="z1")),),
+        no_match=False,
+    )
+    messages = answer_messages(
+        answer, "https://docs.example.org/kb/", lookup={"z1": _entry(9, "nccl/zh/faq.md", "zh")}.get
+    )
+    assert len(messages) > 1
+    for m in messages:
+        assert 0 < len(m["blocks"]) <= MAX_BLOCKS and m["text"]
+        for b in m["blocks"]:
+            text = b["text"]["text"] if "text" in b else b["elements"][0]["text"]
+            assert len(text) <= MAX_SECTION_CHARS
+            assert text.count("```") % 2 == 0  # every code fence closed within its block
+    blocks = [b for m in messages for b in m["blocks"]]
+    codes = [b["text"]["text"] for b in blocks if b.get("text", {}).get("text", "").startswith("```")
+             and "log line" not in b["text"]["text"]]  # fmt: skip
+    # every command verbatim, in order, each in its own code block (the 7000-char one in pieces)
+    assert "".join(unescape(c[3:-3]) for c in codes) == "".join(commands)
+    labels = [
+        i
+        for i, b in enumerate(blocks)
+        if b["type"] == "context" and CAUTION["en"] in b["elements"][0]["text"]
+    ]
+    assert len(labels) == 1  # only the destructive command is labelled, right above its code block
+    assert unescape(blocks[labels[0] + 1]["text"]["text"]) == "```rm -rf /tmp/nccl-*```"
+    text = _all_text(messages)
+    assert "[1] <https://docs.example.org/kb/nccl/en/faq.md#L10-L15|Entry <1> & co>" in text
+    assert f"{LABELS['en']['other_lang']}: <https://docs.example.org/kb/nccl/zh/faq.md#L90-L95|" in text
+    assert "&lt;1&gt; &amp; co" in json.dumps(messages)  # Slack's control characters escaped
+
+
+def test_no_match_is_a_plain_statement_with_suggestions():
+    from index.search import Hit
+    from kb.slack_blocks import answer_messages
+
+    hit = Hit(
+        entry=_entry(2), score=0.1, dense_rank=1, lexical_rank=None, dense_score=0.3, matched_signature=None
+    )
+    answer = Answer(
+        query="q",
+        lang="zh",
+        text=LABELS["zh"]["no_match"],
+        commands=(),
+        citations=(),
+        no_match=True,
+        suggestions=(hit,),
+    )
+    [message] = answer_messages(answer)
+    text = _all_text([message])
+    assert text.startswith(LABELS["zh"]["no_match"])
+    assert LABELS["zh"]["suggest"] in text and "• Entry <2> & co (`nccl/en/faq.md:20-25`)" in text
+    assert LABELS["zh"]["sources"] not in text and "```" not in text
+
+
+def test_slack_markup_becomes_the_typed_text():
+    from kb.slack import slack_to_plain
+
+    typed = slack_to_plain(
+        f"<@{BOT_USER}> see <#C1|general> &lt;hostname&gt; &amp;&amp; <https://x.org/a|the doc> ```NCCL WARN```"
+    )
+    assert typed == "see #general <hostname> && the doc \nNCCL WARN"
+
+
+def test_split_text_closes_and_reopens_code_fences():
+    from kb.slack_blocks import split_text
+
+    text = "intro\n```\n" + "\n".join(f"line {i}" for i in range(1000)) + "\n```\nafter"
+    pieces = split_text(text, 500)
+    assert all(len(p) <= 500 and p.count("```") % 2 == 0 for p in pieces)
+    assert len(pieces) > 10 and pieces[1].startswith("```\n") and pieces[0].endswith("\n```")
+    # undoing the fences added at each cut gives back the text, nothing lost or doubled
+    assert "\n".join(pieces).replace("\n```\n```\n", "\n") == text
+
+
+def test_cli_help_does_not_import_slack():
+    code = "import sys, kb.cli; kb.cli.build_parser(); print(any(m.startswith('slack') for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.strip() == "False"

@@ -1,0 +1,435 @@
+"""kb/web.py: the JSON API over real HTTP (`kb serve` in a subprocess on 127.0.0.1), and the
+renderers the chat page uses.
+
+The server runs on a copy of the seeds index, so the reload test can rebuild it in place.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ingest.entry import Entry
+
+pytestmark = pytest.mark.slow
+
+HCCL_LINE = "Init plugin so failed, ret = 1343225860"
+NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
+
+
+# ---------------------------------------------------------------------------------------------
+# A real server
+# ---------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def kb_server(index: Path, log_path: Path, startup_s: float = 150.0, env: dict[str, str] | None = None):
+    """`kb serve --index INDEX` on 127.0.0.1 and a free port; yields the base URL once healthy."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(index), "--port", str(port)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"kb serve exited with {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(base + "/api/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"kb serve not healthy after {startup_s}s:\n{log_path.read_text()}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def call(base: str, method: str, path: str, body=None, raw: bytes | None = None, headers=None):
+    """(status, parsed JSON or text, headers) for one request; 4xx/5xx are returned, not raised."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
+    if data is not None and "Content-Type" not in (headers or {}):
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            status, text, hdrs = r.status, r.read().decode(), r.headers
+    except urllib.error.HTTPError as e:
+        status, text, hdrs = e.code, e.read().decode(), e.headers
+    if hdrs.get("content-type", "").startswith("application/json"):
+        return status, json.loads(text), hdrs
+    return status, text, hdrs
+
+
+@pytest.fixture(scope="module")
+def live_index(seeds_index, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("web-index") / "index"
+    shutil.copytree(seeds_index, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(live_index, tmp_path_factory):
+    with kb_server(live_index, tmp_path_factory.mktemp("web-log") / "serve.log") as base:
+        yield base
+
+
+def noisy_log(key_lines: list[str], n: int = 200, seed: int = 3) -> str:
+    """n lines of healthy training chatter with the error at the end, as people paste them."""
+    r = random.Random(seed)
+    lines = [
+        r.choice(
+            [
+                f"I0510 09:{r.randint(10, 59)}:{r.randint(10, 59)}.{r.randint(100000, 999999)} {r.randint(1000, 9999)} "
+                f"trainer.py:{r.randint(10, 400)}] epoch 0 step {i} loss {r.random():.4f}",
+                f"[INFO] ME({r.randint(1000, 99999)}:1,MainProcess):2024-05-10-09:31:{r.randint(10, 59)} "
+                f"[mindspore/train/callback.py:{r.randint(10, 900)}] step {i} done",
+                f"LAUNCH INFO 2024-05-10 09:31:0{r.randint(0, 9)},{r.randint(100, 999)} Pod {r.randint(0, 3)} status RUNNING",
+            ]
+        )
+        for i in range(n - len(key_lines))
+    ]
+    return "\n".join(lines + key_lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Happy paths: the shapes are exactly the ones `kb search --json` / `kb ask --json` print
+# ---------------------------------------------------------------------------------------------
+def test_health_reports_index_stats(server, live_index):
+    status, body, _ = call(server, "GET", "/api/health")
+    manifest = json.loads((live_index / "manifest.json").read_text())
+    assert status == 200 and body["status"] == "ok"
+    assert body["entries"] == manifest["counts"]["entries"] > 0
+    assert body["languages"] == {"zh": manifest["counts"]["zh"], "en": manifest["counts"]["en"]}
+    assert body["embedder"] == manifest["embedder"] and body["built_at"] == manifest["built_at"]
+
+
+def test_search_matches_search_json(server, seeds_kb):
+    from kb.schema import search_json
+
+    status, body, _ = call(server, "POST", "/api/search", {"query": HCCL_LINE, "k": 3})
+    assert status == 200
+    assert body == search_json(seeds_kb.search(HCCL_LINE, k=3))
+    assert HCCL_LINE in body["hits"][0]["title"] and not body["no_match"]
+
+
+def test_ask_noisy_log_matches_ask_json(server, seeds_kb):
+    from kb.schema import ask_json
+
+    log = noisy_log(
+        ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', NCCL_LINE]
+    )
+    status, body, _ = call(server, "POST", "/api/ask", {"query": log})
+    assert status == 200
+    assert body == ask_json(seeds_kb.ask(log))
+    assert body["citations"][0]["title"] == "NCCL error(2)"
+    assert body["citations"][0]["doc"].startswith("002_") and body["mode"] == "extractive"
+
+
+def test_ask_lang_and_commands(server):
+    status, en, _ = call(server, "POST", "/api/ask", {"query": HCCL_LINE, "lang": "en"})
+    assert status == 200 and en["lang"] == "en"
+    assert "export ASCEND_SLOG_PRINT_TO_STDOUT=1" in en["commands"] and en["destructive_commands"] == []
+    status, zh, _ = call(server, "POST", "/api/ask", {"query": HCCL_LINE, "lang": "zh"})
+    assert status == 200 and zh["lang"] == "zh"
+    # The same entry, cited in its Chinese version.
+    assert zh["citations"][0]["entry_id"] != en["citations"][0]["entry_id"]
+    assert "1343225860" in zh["citations"][0]["title"]
+
+
+def test_follow_up_keeps_context(server):
+    follow_up = "What if I run it inside Docker?"
+    _, alone, _ = call(server, "POST", "/api/ask", {"query": follow_up})
+    assert alone["no_match"]  # on its own the follow-up means nothing
+    history = [
+        {"role": "user", "content": HCCL_LINE},
+        {"role": "assistant", "content": "rank_table.json ..."},
+    ]
+    status, body, _ = call(server, "POST", "/api/ask", {"query": follow_up, "history": history})
+    assert status == 200 and not body["no_match"]
+    assert HCCL_LINE in body["citations"][0]["title"]
+    # [role, text] pairs are accepted too
+    _, pairs, _ = call(server, "POST", "/api/ask", {"query": follow_up, "history": [["user", HCCL_LINE]]})
+    assert pairs["citations"][0]["entry_id"] == body["citations"][0]["entry_id"]
+
+
+def test_entry_json_and_html(server, seeds_kb):
+    from kb.schema import entry_json
+
+    _, ask, _ = call(server, "POST", "/api/ask", {"query": HCCL_LINE, "lang": "en"})
+    entry_id = ask["citations"][0]["entry_id"]
+    e = seeds_kb.entry(entry_id)
+    status, body, _ = call(server, "GET", f"/api/entry/{entry_id}")
+    assert status == 200 and body == entry_json(e, seeds_kb.entry(e.translation))
+    assert body["translation_entry"]["lang"] == "zh"
+    status, page, _ = call(server, "GET", f"/entry/{entry_id}?fragment=1")
+    assert status == 200 and f"{e.doc}:{e.start_line}-{e.end_line}" in page
+    assert 'class="kb-translation"' in page and "export ASCEND_SLOG_PRINT_TO_STDOUT=1" in page
+    status, missing, _ = call(server, "GET", "/api/entry/0000000000000000")
+    assert status == 404 and "error" in missing
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad requests: a 4xx with a JSON error, never a 500
+# ---------------------------------------------------------------------------------------------
+BAD = [
+    ("POST", "/api/ask", {}, 422, "missing field"),
+    ("POST", "/api/search", {"text": "NCCL"}, 422, "missing field"),
+    ("POST", "/api/ask", {"query": 42}, 422, "must be a string"),
+    ("POST", "/api/ask", {"query": ["NCCL"]}, 422, "must be a string"),
+    ("POST", "/api/ask", {"query": "   "}, 422, "empty"),
+    ("POST", "/api/search", {"query": "NCCL", "k": "3"}, 422, '"k"'),
+    ("POST", "/api/search", {"query": "NCCL", "k": 0}, 422, '"k"'),
+    ("POST", "/api/search", {"query": "NCCL", "k": True}, 422, '"k"'),
+    ("POST", "/api/ask", {"query": "NCCL", "lang": "fr"}, 422, '"lang"'),
+    ("POST", "/api/ask", {"query": "NCCL", "history": "earlier"}, 422, '"history"'),
+    ("POST", "/api/ask", {"query": "NCCL", "history": [{"role": "bot", "content": "x"}]}, 422, "history[0]"),
+    ("POST", "/api/ask", b'{"query": "NCCL"', 400, "not valid JSON"),
+    ("POST", "/api/ask", b"\xff\xfe\x00garbage", 400, "not valid JSON"),
+    ("POST", "/api/search", b'["NCCL"]', 400, "JSON object"),
+    ("POST", "/api/search", b"", 400, "empty request body"),
+    ("GET", "/api/ask", None, 405, "takes POST"),
+    ("DELETE", "/api/search", None, 405, "takes POST"),
+    ("GET", "/api/nothing-here", None, 404, "no API endpoint"),
+    ("GET", "/api/entry/", None, 404, "no API endpoint"),
+    ("POST", "/api/entry/abc", None, 405, "takes GET"),
+]
+
+
+@pytest.mark.parametrize(
+    "method,path,body,status,message", BAD, ids=[f"{b[0]}-{b[1]}-{b[3]}-{i}" for i, b in enumerate(BAD)]
+)
+def test_bad_request(server, method, path, body, status, message):
+    raw = body if isinstance(body, bytes) else None
+    got, payload, _ = call(server, method, path, body=None if raw is not None else body, raw=raw)
+    assert got == status, payload
+    assert isinstance(payload, dict) and message in payload["error"] and payload["status"] == status
+
+
+def raw_post(base: str, path: str, head: dict[str, str], body: bytes) -> tuple[int, dict]:
+    """POST over a bare socket that stops after `body` (which may be less than declared) and
+    reads the answer: a server that refuses early answers before the rest would arrive."""
+    host, port = base.removeprefix("http://").split(":")
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Content-Type: application/json",
+        "Connection: close",
+    ]
+    lines += [f"{k}: {v}" for k, v in head.items()]
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        resp = http.client.HTTPResponse(s)
+        resp.begin()
+        return resp.status, json.loads(resp.read())
+
+
+def test_oversized_bodies_are_refused(server):
+    limit = 2 * 1024 * 1024  # settings.max_query_bytes by default
+
+    # Refused on the declared length, before the body is read.
+    status, body = raw_post(
+        server, "/api/ask", {"Content-Length": str(limit + 300_000)}, b'{"query": "' + b"x" * 65536
+    )
+    assert status == 413 and "limit" in body["error"]
+
+    # Chunked upload, no length declared: counted as it streams in, refused once over the limit.
+    chunk = b"x" * 65536
+    pieces = [b'{"query": "'] + [chunk] * (limit // len(chunk) + 4)
+    stream = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+    status, body = raw_post(server, "/api/search", {"Transfer-Encoding": "chunked"}, stream)
+    assert status == 413 and "limit" in body["error"]
+
+    # A query just over the limit inside a body the server still reads: the query limit answers.
+    status, body, _ = call(server, "POST", "/api/search", {"query": "y" * (limit + 1)})
+    assert status == 413 and "KB_MAX_QUERY_BYTES" in body["error"]
+
+    status, health, _ = call(server, "GET", "/api/health")  # and the server is still fine
+    assert status == 200 and health["status"] == "ok"
+
+
+def test_rebuilt_index_is_picked_up_without_restart(server, live_index):
+    from kb.service import ingest
+
+    _, before, _ = call(server, "GET", "/api/health")
+    manifest = json.loads((live_index / "manifest.json").read_text())
+    ingest(manifest["sources"], live_index)  # what `kb ingest --index DIR` does, beside the live server
+    generation = json.loads((live_index / "manifest.json").read_text())["generation"]
+    assert generation != before["generation"]
+    deadline = time.monotonic() + 30  # the server looks at most every RELOAD_CHECK_S (5 s)
+    while time.monotonic() < deadline:
+        status, health, _ = call(server, "GET", "/api/health")
+        assert status == 200  # serving all along
+        if health["generation"] == generation:
+            break
+        time.sleep(0.5)
+    assert health["generation"] == generation
+    status, body, _ = call(server, "POST", "/api/search", {"query": HCCL_LINE})
+    assert status == 200 and HCCL_LINE in body["hits"][0]["title"]
+
+
+def test_concurrent_requests_share_one_kb(server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = [HCCL_LINE, NCCL_LINE, "域名映射怎么配置", "how do I bake a chocolate cake"]
+    serial = {q: call(server, "POST", "/api/ask", {"query": q})[1] for q in queries}
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda q: (q, call(server, "POST", "/api/ask", {"query": q})), queries * 4))
+    for q, (status, body, _) in results:
+        assert status == 200 and body == serial[q]
+
+
+def test_serve_refuses_a_busy_port_before_loading(seeds_index):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(seeds_index), "--port", str(port)]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "pick another port with --port" in run.stderr
+
+
+def test_slack_flag_without_the_slack_door_is_a_clear_error(seeds_kb, monkeypatch):
+    import kb
+    from kb.service import KbError
+    from kb.web import _mount_slack
+
+    monkeypatch.delattr(kb, "slack", raising=False)
+    monkeypatch.setitem(sys.modules, "kb.slack", None)  # as if kb/slack.py were not installed
+    with pytest.raises(KbError, match=r"kb/slack\.py"):
+        _mount_slack(object(), seeds_kb)
+
+
+def test_stream_hands_over_pieces_and_errors(seeds_kb):
+    from kb.service import QueryError
+    from kb.web import _Stream
+
+    stream = _Stream(seeds_kb, HCCL_LINE, None, [])
+    pieces = list(stream.pieces())
+    assert pieces and "".join(pieces) == stream.answer.text
+    with pytest.raises(QueryError):
+        list(_Stream(seeds_kb, "   ", None, []).pieces())
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers used by the chat page (no server needed)
+# ---------------------------------------------------------------------------------------------
+def _evil_entry() -> Entry:
+    body = (
+        "A: set `NCCL_DEBUG=INFO` and read `<rank>.log`.\n\n<script>alert('faq')</script>\n\n"
+        '<img src=x onerror="alert(2)">\n\n[click](javascript:alert(3))\n\n```bash\necho "<b>ok</b>"\n```\n'
+    )
+    return Entry(
+        id="e" * 16,
+        content_hash="0",
+        doc="faq/evil.md",
+        lang="en",
+        title="Evil <b>title</b>",
+        heading_path=("FAQ",),
+        body=body,
+        start_line=3,
+        end_line=12,
+    )
+
+
+def test_entry_html_shows_faq_html_as_text(seeds_kb):
+    from kb.web import entry_html
+
+    page = entry_html(seeds_kb, _evil_entry())
+    assert "<script" not in page and "&lt;script&gt;alert('faq')&lt;/script&gt;" in page.replace(
+        "&#x27;", "'"
+    )
+    assert "<img" not in page and "&lt;img src=x" in page
+    assert 'href="javascript:' not in page and "[click](javascript:alert(3))" in page  # left as text
+    assert "Evil &lt;b&gt;title&lt;/b&gt;" in page and "faq/evil.md:3-12" in page
+    assert "<pre><code" in page and "&lt;b&gt;ok&lt;/b&gt;" in page
+
+
+def test_render_answer_commands_caution_and_citations(seeds_kb):
+    from kb.answer import CAUTION
+    from kb.web import render_answer
+
+    answer = seeds_kb.ask("域名映射怎么配置")  # an entry whose commands include `reboot`
+    assert "reboot" in answer.commands
+    md = render_answer(answer)
+    assert md.count("```bash") == len(answer.commands)
+    caution_at = md.index(CAUTION["zh"])
+    assert md.index("```bash\nreboot\n```") > caution_at
+    assert md.count(CAUTION["zh"]) == 1  # only the destructive one
+    for c in answer.citations:
+        assert f"(entry/{c.entry.id})" in md
+    assert f"[\\[1\\]](entry/{answer.citations[0].entry.id})" in md
+
+
+def test_render_llm_answer_labels_its_own_code_blocks(seeds_kb):
+    from kb.answer import CAUTION, Answer, Citation
+    from kb.web import render_answer
+
+    entry = seeds_kb.search("域名映射怎么配置").hits[0].entry
+    text = "修改主机名后需要重启 [1]：\n\n```bash\nsudo vim /etc/hostname\nreboot\n```\n\n另见 `cat /etc/hostname` [1]"
+    answer = Answer(
+        query="q",
+        lang="zh",
+        text=text,
+        commands=("sudo vim /etc/hostname", "reboot", "cat /etc/hostname"),
+        citations=(Citation(1, entry),),
+        no_match=False,
+        mode="llm",
+    )
+    md = render_answer(answer)
+    # The model's block is labelled, not repeated; the command it only mentions gets its own block.
+    assert md.count(CAUTION["zh"]) == 1 and md.index(CAUTION["zh"]) < md.index("```bash\nsudo vim")
+    assert md.count("reboot") == 1 and "```bash\ncat /etc/hostname\n```" in md
+
+
+def test_render_no_match_offers_suggestions(seeds_kb):
+    from kb.answer import LABELS
+    from kb.web import render_answer
+
+    answer = seeds_kb.ask("how do I bake a chocolate cake with sprinkles")
+    assert answer.no_match and answer.suggestions
+    md = render_answer(answer)
+    assert LABELS["en"]["no_match"] in md and LABELS["en"]["suggest"] in md
+    assert md.count("](entry/") == len(answer.suggestions)
+
+
+def test_render_escapes_html_outside_code():
+    from kb.web import code_block, escape_md_html, render_user
+
+    assert escape_md_html("<script>x</script> and `<keep>`") == "&lt;script&gt;x&lt;/script&gt; and `<keep>`"
+    assert escape_md_html("```\n<a>\n```\n<b>") == "```\n<a>\n```\n&lt;b&gt;"
+    assert code_block("echo ```x```").startswith("````bash\n")  # a fence longer than any run inside
+    log = "\n".join(f"line {i}" for i in range(5000))
+    shown = render_user(log, "en")
+    assert "5000-line log" in shown and "line 4999" in shown and "line 10\n" not in shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from .read import Problem, UnreadableFile, find_files, read_text
 from .signals import commands, signatures
 
 FileProgress = Callable[[int, int, str], None]  # (files done, files total, doc)
+_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 
 
 @dataclass
@@ -76,10 +78,40 @@ def collect(paths: Iterable[str | Path], progress: FileProgress | None = None) -
         except Exception as e:  # a parser bug on one file must not lose the others
             report.problems.append(Problem(source.doc, f"could not be parsed ({type(e).__name__}: {e})"))
         else:
-            report.files += 1
-            if not entries and text.strip():
-                report.problems.append(Problem(source.doc, "no FAQ entries found"))
-            report.entries.extend(entries)
+            if not text.strip():
+                report.problems.append(Problem(source.doc, "empty file"))
+            else:
+                report.files += 1
+                if not entries:
+                    report.problems.append(Problem(source.doc, "no FAQ entries found"))
+                fence = unclosed_fence(text)
+                if fence is not None:
+                    report.problems.append(
+                        Problem(
+                            source.doc,
+                            f"the code fence opened at line {fence} is never closed, so everything after it "
+                            "was read as code (entries there are missing); close the fence",
+                        )
+                    )
+                report.entries.extend(entries)
         if progress:
             progress(n, len(files), source.doc)
     return report
+
+
+def unclosed_fence(text: str) -> int | None:
+    """The 1-based line of a code fence that is never closed, else None. Markdown reads the rest
+    of the file as code, so the questions below such a fence silently vanish."""
+    open_at, marker = None, ""
+    for n, line in enumerate(text.split("\n"), 1):
+        m = _FENCE.match(line.lstrip(" \t>"))  # fences inside lists and block quotes count too
+        if not m:
+            continue
+        fence, rest = m.groups()
+        if open_at is None:
+            if fence[0] == "`" and "`" in rest:  # ```x``` on one line is inline code, not a fence
+                continue
+            open_at, marker = n, fence
+        elif fence[0] == marker[0] and len(fence) >= len(marker) and not rest.strip():
+            open_at = None
+    return open_at

@@ -12,6 +12,9 @@ SUFFIXES = (".md", ".markdown", ".txt")
 # A larger file is almost certainly not an FAQ page (a dump, a dataset); refuse it by name
 # instead of spending minutes parsing it. Overridable for unusual knowledge bases.
 MAX_FILE_BYTES = int(os.environ.get("KB_MAX_FILE_BYTES", 32 * 1024 * 1024))
+# A FAQ line is a sentence or a log line; a megabyte on one line is minified or generated text
+# (a JSON dump, an inlined image) that would become one useless, slow-to-index entry.
+MAX_LINE_CHARS = int(os.environ.get("KB_MAX_LINE_CHARS", 1024 * 1024))
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,14 @@ def read_text(path: Path) -> str:
         if e.errno == errno.ELOOP:
             raise UnreadableFile("is a link that loops back to itself") from e
         raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
-    return decode(data)
+    text = decode(data)
+    longest = max((len(line) for line in text.split("\n")), default=0)
+    if longest > MAX_LINE_CHARS:
+        raise UnreadableFile(
+            f"has a line of {longest} characters (limit {MAX_LINE_CHARS}): generated or minified text, "
+            "not a FAQ document; set KB_MAX_LINE_CHARS to allow it"
+        )
+    return text
 
 
 def decode(data: bytes) -> str:

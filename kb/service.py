@@ -184,16 +184,20 @@ class KnowledgeBase:
         return self._searcher.index
 
     def reload_if_changed(self) -> bool:
-        """Pick up a rebuilt index without downtime: requests in flight keep the old one."""
+        """Pick up a rebuilt index without downtime: requests in flight keep the old one. A
+        rebuilt index that does not load raises KbError and the one in use stays."""
         from index.search import Searcher
-        from index.store import load, read_manifest
+        from index.store import IndexError_, load, read_manifest
 
-        manifest = read_manifest(self.index_dir)
-        if not manifest or manifest.get("generation") == self.index.manifest.get("generation"):
-            return False
-        with self._lock:
-            loaded = load(self.index_dir, self.settings.embedder)
-            self._searcher = Searcher(loaded, self.embedder)
+        try:
+            manifest = read_manifest(self.index_dir)
+            if not manifest or manifest.get("generation") == self.index.manifest.get("generation"):
+                return False
+            with self._lock:
+                loaded = load(self.index_dir, self.settings.embedder)
+                self._searcher = Searcher(loaded, self.embedder)
+        except IndexError_ as e:
+            raise KbError(str(e)) from e
         return True
 
     def _check_query(self, query: str) -> str:

@@ -34,15 +34,18 @@ def _open_kb(args):
 def cmd_ingest(args) -> int:
     from .config import load_settings
     from .progress import ProgressBar
-    from .service import ingest, resolve_index
+    from .service import KbError, ingest, resolve_index
 
     settings = load_settings()
     index_dir, bundled = resolve_index(settings, args.index)
     paths = args.paths
     if not paths:
-        from index.store import read_manifest
+        from index.store import IndexError_, read_manifest
 
-        manifest = read_manifest(index_dir) or {}
+        try:
+            manifest = read_manifest(index_dir) or {}
+        except IndexError_ as e:  # the sources are recorded in the manifest it cannot read
+            raise KbError(str(e)) from e
         paths = manifest.get("sources", [])
         if not paths:
             raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")

@@ -140,11 +140,6 @@ def test_kb_ingest_without_paths_repairs_from_the_recorded_sources(seeds_index, 
     assert answers(index)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kb/cli.py cmd_ingest reads the manifest for its sources and lets IndexError_ escape as a "
-    "traceback; fix described in docs/reliability.md",
-)
 def test_kb_ingest_without_paths_on_an_unreadable_manifest_says_what_to_do(seeds_index, tmp_path):
     index, _ = copy_index(seeds_index, tmp_path)
     truncate(index / "manifest.json", 0.2)

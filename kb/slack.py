@@ -3,8 +3,8 @@
 Triggers: an @mention in a channel (app_mention), a direct message (message.im) and `/kb <error>`.
 Flow: acknowledge at once (bolt acks Events API requests before the listener runs; the slash
 command calls ack() first), mark the question (":mag:" reaction or a "searching..." message), read
-pasted log files, use the thread's earlier messages as history, ask the KnowledgeBase, post the
-Block Kit answer (kb/slack_blocks.py).
+pasted log files (kb/slack_files.py), use the thread's earlier messages as history, ask the
+KnowledgeBase, post the Block Kit answer (kb/slack_blocks.py).
 
 Run modes: Socket Mode (SLACK_BOT_TOKEN + SLACK_APP_TOKEN; no public URL needed) or HTTP mode
 (SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET) served by `kb slack --mode http` or mounted into the web
@@ -26,6 +26,7 @@ from html import unescape
 from urllib.parse import urlsplit
 
 from .service import KbError, QueryError
+from .slack_files import read_file
 
 log = logging.getLogger("kb.slack")
 
@@ -34,12 +35,14 @@ SEARCHING_REACTION = "mag"
 # Subtypes of user messages worth answering; edits, joins and bot posts have other subtypes.
 ANSWERED_SUBTYPES = (None, "file_share", "thread_broadcast")
 MAX_FILES = 3  # pasted logs read per message
-MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024  # stop reading a file after this; its tail is what we keep
 MAX_HISTORY_MESSAGES = 50
 HISTORY_FILE_BYTES = 16 * 1024  # of a log attached to an earlier message in the thread
 MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB
-TEXT_EXTENSIONS = (".log", ".txt", ".out", ".err", ".md", ".py", ".sh", ".json", ".yaml", ".yml", ".csv")
-TEXT_FILETYPES = {"text", "log", "txt", "python", "shell", "json", "yaml", "markdown", "csv", "diff", "post"}
+# After refusing a body, read and drop what the client still sends (at most this much, until it
+# pauses this long) before closing: closing on unread bytes resets the connection, and a client
+# still sending would never read the refusal.
+DRAIN_MAX_BYTES = 16 * MAX_EVENT_BODY
+DRAIN_IDLE_S = 1.0
 USAGE = {
     "en": "Paste an error message or a log after the mention (or upload the log file), e.g. "
     "`@kb ExternalError: Nccl error(2), unhandled system error` or `/kb Init plugin so failed`.",
@@ -156,18 +159,9 @@ def slack_to_plain(text: str) -> str:
     return unescape(text).strip()
 
 
-def _is_text_file(info: dict) -> bool:
-    name = (info.get("name") or info.get("title") or "").lower()
-    return (
-        (info.get("mimetype") or "").startswith("text/")
-        or (info.get("filetype") or "").lower() in TEXT_FILETYPES
-        or name.endswith(TEXT_EXTENSIONS)
-    )
-
-
 def _bolt_logger() -> logging.Logger:
     """bolt's log, minus a warning it gives whenever SLACK_BOT_TOKEN is set and a client is passed
-    (we pass the client to get the 429 retry handler; the token is the same one)."""
+    (we pass the client to get the 429 and 5xx retry handlers; the token is the same one)."""
     logger = logging.getLogger("kb.slack.bolt")
     if not logger.filters:
         logger.addFilter(lambda record: "`token` will be unused" not in record.getMessage())
@@ -181,7 +175,8 @@ class SlackBot:
     """The bolt App plus what it needs: the KnowledgeBase, dedupe and the executor in flight.
 
     `client` is the slack_sdk WebClient to use (tests point its base_url at a local stand-in);
-    without it one is built from `bot_token`. Either way 429 answers are retried after Retry-After.
+    without it one is built from `bot_token`. Either way 429 answers are retried after Retry-After,
+    and a 500/503 twice with backoff (a single 503 on chat.postMessage must not lose the answer).
     """
 
     def __init__(
@@ -196,15 +191,22 @@ class SlackBot:
         from slack_bolt import App, BoltResponse
         from slack_bolt.error import BoltError
         from slack_sdk import WebClient
-        from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+        from slack_sdk.http_retry.builtin_handlers import (
+            RateLimitErrorRetryHandler,
+            ServerErrorRetryHandler,
+        )
 
         self.kb = kb
         # SLACK_API_URL: another Web API base URL (a proxy, or a local stand-in in tests).
         self.client = client or WebClient(
             token=bot_token, base_url=os.environ.get("SLACK_API_URL") or WebClient.BASE_URL
         )
-        if not any(isinstance(h, RateLimitErrorRetryHandler) for h in self.client.retry_handlers):
-            self.client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=3))
+        for handler in (
+            RateLimitErrorRetryHandler(max_retry_count=3),
+            ServerErrorRetryHandler(max_retry_count=2),
+        ):
+            if not any(isinstance(h, type(handler)) for h in self.client.retry_handlers):
+                self.client.retry_handlers.append(handler)
         self.executor = _TrackingExecutor(max_workers)
         self._seen_events = _Seen()
         self._seen_messages = _Seen()
@@ -339,7 +341,7 @@ class SlackBot:
         parts = [slack_to_plain(message.get("text") or "")]
         room = (limit or self.kb.settings.max_query_bytes) - len(parts[0].encode()) - 1024
         for f in (message.get("files") or [])[:MAX_FILES]:
-            text = self._read_file(f.get("id", ""), room)
+            text = read_file(self.client, f.get("id", ""), room)
             if text:
                 parts.append(text)
                 room -= len(text.encode())
@@ -369,64 +371,6 @@ class SlackBot:
                 # kb.ask reads only the tail of earlier questions (contextual_query): fetch little.
                 history.append(("user", self._message_query(m, limit=HISTORY_FILE_BYTES)))
         return [(role, text) for role, text in history if text.strip()]
-
-    def _read_file(self, file_id: str, room: int) -> str:
-        """A pasted log: files.info, then url_private downloaded with the bot token. Only the last
-        `room` bytes are kept, because the error line is usually at the end of a log."""
-        from slack_sdk.errors import SlackApiError
-
-        from ingest.read import UnreadableFile, decode
-
-        if not file_id or room <= 0:
-            return ""
-        try:
-            info = self.client.files_info(file=file_id)["file"]
-        except SlackApiError as e:
-            log.warning("files.info %s failed: %s", file_id, e.response.get("error"))
-            return ""
-        url = info.get("url_private_download") or info.get("url_private")
-        if not url or not _is_text_file(info):
-            return ""
-        try:
-            data = self._download(url, room)
-            return decode(data)
-        except (OSError, UnreadableFile, KbError) as e:
-            log.warning("cannot read file %s (%s): %s", file_id, info.get("name"), e)
-            return ""
-
-    def _download(self, url: str, keep: int) -> bytes:
-        import urllib.request
-
-        allowed = {"files.slack.com", urlsplit(self.client.base_url).hostname}
-        if urlsplit(url).hostname not in allowed:
-            raise KbError(f"refusing to send the bot token to {urlsplit(url).hostname}")
-
-        class SameHostRedirects(urllib.request.HTTPRedirectHandler):
-            # urllib copies the Authorization header into redirects; never let it leave Slack's hosts.
-            def redirect_request(self, req, fp, code, msg, headers, newurl):
-                if urlsplit(newurl).hostname not in allowed:
-                    raise OSError(f"file download redirected to {urlsplit(newurl).hostname}")
-                return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-        opener = urllib.request.build_opener(SameHostRedirects())
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
-        tail = bytearray()
-        total = 0
-        with opener.open(request, timeout=15) as resp:
-            if "text/html" in (resp.headers.get("Content-Type") or ""):
-                raise KbError("Slack answered with a web page: the bot token lacks the files:read scope")
-            while total < MAX_DOWNLOAD_BYTES:
-                chunk = resp.read(65536)
-                if not chunk:
-                    break
-                total += len(chunk)
-                tail += chunk
-                if len(tail) > keep:
-                    del tail[: len(tail) - keep]
-        if total > len(tail):  # cut at a line start so no half character or half line leads
-            cut = tail.find(b"\n")
-            tail = tail[cut + 1 :] if cut >= 0 else tail
-        return bytes(tail)
 
     # -- Slack calls -------------------------------------------------------------------------
     def _post(self, channel: str, thread_ts: str, message: dict) -> None:
@@ -496,23 +440,41 @@ def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, p
             else:
                 self._send(404, b"not found", {"Content-Type": "text/plain"})
 
+        def _refuse(self, status: int, text: bytes, unread: int = 0) -> None:
+            # The body is not read as a request, so the connection must close: on a kept-alive
+            # one its bytes would be parsed as the next request. (send_header sets close_connection.)
+            self._send(status, text, {"Content-Type": "text/plain", "Connection": "close"})
+            self.wfile.flush()
+            left = min(unread, DRAIN_MAX_BYTES)
+            self.connection.settimeout(DRAIN_IDLE_S)
+            try:
+                while left > 0 and (chunk := self.rfile.read1(min(65536, left))):
+                    left -= len(chunk)
+            except OSError:  # the client paused or went away: close now
+                pass
+
         def do_POST(self) -> None:
             url = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
+            declared = self.headers.get("Content-Length") or "0"
             if url.path != path:
-                self._send(404, b"not found", {"Content-Type": "text/plain"})
-                return
-            if length > MAX_EVENT_BODY:
-                self._send(413, b"too large", {"Content-Type": "text/plain"})
-                return
-            body = self.rfile.read(length).decode("utf-8", errors="replace")
-            request = BoltRequest(
-                body=body, query=url.query, headers={k.lower(): v for k, v in self.headers.items()}
-            )
-            response = bot.app.dispatch(request)
-            self._send(
-                response.status, (response.body or "").encode(), response.first_headers_without_set_cookie()
-            )
+                self._refuse(404, b"not found", int(declared) if declared.isdigit() else 0)
+            elif self.headers.get("Transfer-Encoding"):  # http.server cannot read chunked bodies
+                self._refuse(411, b"send a Content-Length")
+            elif not declared.isdigit():  # a negative length would read until the client closes
+                self._refuse(400, b"invalid Content-Length")
+            elif int(declared) > MAX_EVENT_BODY:
+                self._refuse(413, b"too large", int(declared))
+            else:
+                body = self.rfile.read(int(declared)).decode("utf-8", errors="replace")
+                request = BoltRequest(
+                    body=body, query=url.query, headers={k.lower(): v for k, v in self.headers.items()}
+                )
+                response = bot.app.dispatch(request)
+                self._send(
+                    response.status,
+                    (response.body or "").encode(),
+                    response.first_headers_without_set_cookie(),
+                )
 
         def log_message(self, fmt, *args) -> None:
             log.debug("http: " + fmt, *args)
@@ -527,8 +489,10 @@ def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
     Needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET in the environment."""
     tokens = read_tokens("http")
     try:
-        from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+        from slack_bolt import BoltRequest
+        from slack_bolt.adapter.starlette.handler import to_starlette_response
         from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
     except ImportError as e:
         raise KbError(
             f"the Slack door needs slack-bolt and FastAPI: pip install 'bilingual-kb[slack,web]' ({e})"
@@ -536,13 +500,25 @@ def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
     bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret, client=client)
 
     async def slack_events(request):
-        body = await request.body()
-        if len(body) > MAX_EVENT_BODY:
-            from starlette.responses import Response
-
-            return Response("too large", status_code=413)
+        # Counted as it comes (a chunked body declares nothing); past the limit the rest is read
+        # and dropped, as make_http_server does, so the client is not reset before the 413.
+        body, size = bytearray(), 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size <= MAX_EVENT_BODY:
+                body += chunk
+            elif size > DRAIN_MAX_BYTES:
+                break
+        if size > MAX_EVENT_BODY:
+            return Response("too large", status_code=413, headers={"Connection": "close"})
+        # Bytes that are not UTF-8 fail the signature check (401) instead of the decoding (500).
+        bolt_request = BoltRequest(
+            body=body.decode("utf-8", errors="replace"),
+            query=request.url.query,
+            headers=dict(request.headers),
+        )
         # dispatch blocks until ack(); run it off the event loop so the web UI stays responsive.
-        response = await run_in_threadpool(bot.app.dispatch, to_bolt_request(request, body))
+        response = await run_in_threadpool(bot.app.dispatch, bolt_request)
         return to_starlette_response(response)
 
     fastapi_app.add_route(path, slack_events, methods=["POST"], include_in_schema=False)
@@ -558,9 +534,11 @@ def slack_command(args) -> int:
 
     mode = args.mode or ("socket" if os.environ.get("SLACK_APP_TOKEN") else "http")
     tokens = read_tokens(mode)  # before loading anything: a missing token fails in milliseconds
-    # The bot's own log at INFO (redeliveries dropped, files unreadable...); libraries at WARNING.
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kb").setLevel(logging.INFO)
+    from .web import configure_logging  # kb/web.py imports no web framework at module level
+
+    # The bot's own log at INFO (redeliveries dropped, files unreadable...); libraries at WARNING;
+    # the tokens (and any other secret in the environment) masked in every line.
+    configure_logging()
     kb = KnowledgeBase.open(index=args.index, progress=ProgressBar())
     bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret)
     try:

@@ -8,11 +8,13 @@
 
 One KnowledgeBase is opened at start and shared read-only by every request; a rebuilt index is
 picked up in the background (`LiveKb`). The page holds no retrieval logic: it calls `kb.ask`
-and only renders the Answer. gradio / fastapi / uvicorn are imported inside the functions.
+and only renders the Answer (kb/web_page.py). Every request body, on every route, is bounded by
+`BodyLimit`. gradio / fastapi / uvicorn are imported inside the functions.
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations
 # (`request: Request`) at runtime, and Request is imported inside the function that adds them.
+import asyncio
 import html
 import json
 import logging
@@ -25,8 +27,28 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .answer import CAUTION, LABELS, Answer, entry_in, is_destructive
+from .answer import Answer
 from .service import KbError, KnowledgeBase, QueryError
+
+# The renderers and the page live in kb/web_page.py; re-exported here because callers and tests
+# know them as kb.web.*.
+from .web_page import (  # noqa: F401
+    EXAMPLES,
+    I18N,
+    LANG_CHOICES,
+    PAGE_CSS,
+    PAGE_HEAD,
+    PANEL_HTML,
+    UI,
+    code_block,
+    entry_html,
+    entry_link,
+    escape_md_html,
+    html_page,
+    link_citations,
+    render_answer,
+    render_user,
+)
 
 log = logging.getLogger("kb.web")
 
@@ -34,9 +56,12 @@ RELOAD_CHECK_S = 5.0  # how often (at most) a request looks for a rebuilt index
 BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
 MAX_HISTORY_TURNS = 50
 MAX_K = 50
-LOG_PREVIEW_LINES = 8  # a pasted log is shown in the chat by its last lines (all of it is searched)
-BIG_PASTE_CHARS = 20_000  # pastes above this skip the browser's slow editing path (see PAGE_HEAD)
 STREAM_MIN_INTERVAL_S = 0.05  # do not push more than ~20 partial updates a second to the browser
+# After a 413 the rest of the refused body is read and dropped (see BodyLimit): at most this much,
+# for at most this long, until the client pauses this long.
+DRAIN_MAX_BYTES = 64 * 1024 * 1024
+DRAIN_MAX_S = 10.0
+DRAIN_IDLE_S = 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,27 +105,10 @@ class ApiError(Exception):
         self.message = message
 
 
-async def _read_json(request, limit: int) -> dict:
-    """The request body as a JSON object, refusing more than `limit` bytes before reading them all."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ApiError(400, "invalid Content-Length header")
-        if int(declared) > limit:
-            raise ApiError(
-                413,
-                f"the request body is {declared} bytes; the limit is {limit}. Send the part of the log around the error.",
-            )
-    chunks, size = [], 0
-    async for chunk in request.stream():  # also bounds chunked uploads, which declare no length
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(
-                413,
-                f"the request body is over the limit of {limit} bytes. Send the part of the log around the error.",
-            )
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+async def _read_json(request) -> dict:
+    """The request body as a JSON object. Its size is already bounded: `BodyLimit` answers 413
+    for anything over the limit before a route runs."""
+    raw = await request.body()
     if not raw.strip():
         raise ApiError(400, 'empty request body: send a JSON object such as {"query": "NCCL error(2)"}')
     try:
@@ -188,7 +196,6 @@ def _add_api(app, live: LiveKb) -> None:
     from .schema import ask_json, entry_json, search_json
 
     settings = live.kb.settings
-    body_limit = settings.max_query_bytes + BODY_HEADROOM
 
     @app.exception_handler(ApiError)
     async def _api_error(_request, e: ApiError):
@@ -200,24 +207,25 @@ def _add_api(app, live: LiveKb) -> None:
 
     @app.post("/api/search")
     async def api_search(request: Request):
-        body = await _read_json(request, body_limit)
+        body = await _read_json(request)
         query, k, lang = _query(body, settings.max_query_bytes), _k(body), _lang(body)
         result = await run_in_threadpool(live.get().search, query, k, lang)  # CPU work off the event loop
         return JSONResponse(search_json(result))
 
     @app.post("/api/ask")
     async def api_ask(request: Request):
-        body = await _read_json(request, body_limit)
+        body = await _read_json(request)
         query, lang, history = _query(body, settings.max_query_bytes), _lang(body), _history(body)
         answer = await run_in_threadpool(lambda: live.get().ask(query, lang=lang, history=history))
         return JSONResponse(ask_json(answer))
 
-    @app.get("/api/health")
+    # HEAD is answered wherever GET is (FastAPI's `get` leaves it out; api_other would say 405).
+    @app.api_route("/api/health", methods=["GET", "HEAD"])
     def api_health():
         kb = live.get()
         return {"status": "ok", **kb.stats(), "llm": kb.settings.llm.model or None}
 
-    @app.get("/api/entry/{entry_id}")
+    @app.api_route("/api/entry/{entry_id}", methods=["GET", "HEAD"])
     def api_entry(entry_id: str):
         kb = live.get()
         e = kb.entry(entry_id)
@@ -225,27 +233,32 @@ def _add_api(app, live: LiveKb) -> None:
             raise ApiError(404, f"no entry {entry_id!r} in the index")
         return JSONResponse(entry_json(e, kb.entry(e.translation) if e.translation else None))
 
-    @app.get("/entry/{entry_id}", response_class=HTMLResponse)
+    @app.api_route("/entry/{entry_id}", methods=["GET", "HEAD"], response_class=HTMLResponse)
     def entry_page(entry_id: str, fragment: str = ""):
         fragment = fragment not in ("", "0")
         kb = live.get()
         e = kb.entry(entry_id)
         if e is None:
             body = f"<p>No entry <code>{html.escape(entry_id)}</code> in the index.</p>"
-            return HTMLResponse(body if fragment else _page("404", body), status_code=404)
+            return HTMLResponse(body if fragment else html_page("404", body), status_code=404)
         piece = entry_html(kb, e)
-        return HTMLResponse(piece if fragment else _page(e.title, piece))
+        return HTMLResponse(piece if fragment else html_page(e.title, piece))
 
     # Anything else under /api/ answers JSON too (the chat, mounted at /, would answer HTML).
+    # The routes above took every right method on their paths, so a known path here has a wrong one.
     known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET"}
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     def api_other(rest: str, request: Request):
         path = "/api/" + rest
-        allowed = known.get(path) or ("GET" if re.fullmatch(r"/api/entry/[^/]+", path) else None)
-        if allowed and request.method != allowed:
+        entry_id = rest.removeprefix("entry/") if rest.startswith("entry/") else ""
+        if entry_id and request.method in ("GET", "HEAD"):
+            # An id the route's {entry_id} does not take, e.g. one with a slash: no such entry.
+            return _error(404, f"no entry {entry_id!r} in the index")
+        allowed = "GET" if entry_id else known.get(path)
+        if allowed:
             resp = _error(405, f"{path} takes {allowed}, not {request.method}")
-            resp.headers["Allow"] = allowed
+            resp.headers["Allow"] = "GET, HEAD" if allowed == "GET" else allowed
             return resp
         return _error(404, f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask")
 
@@ -255,182 +268,85 @@ def _add_api(app, live: LiveKb) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Entry rendering (side panel and /entry pages): FAQ markdown with raw HTML shown as text
+# Request body limit, for every route (the JSON API, Gradio's queue and upload, Slack events)
 # --------------------------------------------------------------------------------------------
-def _markdown(text: str) -> str:
-    from markdown_it import MarkdownIt
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes gets a 413 JSON error before any route
+    reads it.
 
-    # html=False: a <script> (or any tag) in a FAQ is escaped and shown as text, never run.
-    # markdown-it also refuses javascript:/vbscript:/data: link targets.
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    A declared Content-Length is checked before anything is read (the HTTP parser refuses a body
+    longer than it declares, so no counting is needed then). A chunked body declares nothing: it
+    is read here up to the limit and handed on whole. After the 413 the rest of the refused body
+    is read and dropped (bounded: DRAIN_*) before the connection closes: closing with unread data
+    makes the kernel reset the connection, and a client still sending would never see the answer.
+    """
+
+    def __init__(self, app, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # lifespan; websockets carry no request body
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            message = f"the request body is {int(declared)} bytes; the limit is {self.limit}."
+            await _refuse_body(receive, send, message)
+            return
+        if b"transfer-encoding" in headers:  # chunked: nothing declared, count it here
+            body, more = bytearray(), True
+            while more:
+                event = await receive()
+                if event["type"] != "http.request":
+                    return  # the client went away
+                body += event.get("body", b"")
+                more = event.get("more_body", False)
+                if len(body) > self.limit:
+                    await _refuse_body(
+                        receive, send, f"the request body is over the limit of {self.limit} bytes."
+                    )
+                    return
+            receive = _replay(bytes(body), receive)
+        await self.app(scope, receive, send)
 
 
-def _source_label(e) -> str:
-    return f"{e.doc}:{e.start_line}-{e.end_line}"
+def _replay(body: bytes, receive):
+    """An ASGI `receive` that gives the buffered body once, then defers to the server's."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay():
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
-def entry_html(kb: KnowledgeBase, e) -> str:
-    """One entry: title, source path and lines, full body, and its other-language version."""
-    esc = html.escape
-    base = kb.settings.docs_base_url
-    src = f"<code>{esc(_source_label(e))}</code>"
-    if base:
-        src = f'<a href="{esc(base.rstrip("/") + "/" + e.doc)}" target="_blank" rel="noopener">{src}</a>'
-    parts = [
-        f'<article class="kb-entry" data-entry-id="{esc(e.id)}" lang="{esc(e.lang)}">',
-        f'<div class="kb-entry-meta"><span class="kb-lang">{esc(e.lang.upper())}</span> {src}</div>',
-        f'<h3 class="kb-entry-title">{esc(e.title)}</h3>',
-        f'<div class="kb-entry-body">{_markdown(e.body)}</div>',
+async def _refuse_body(receive, send, message: str) -> None:
+    payload = json.dumps(
+        {"error": f"{message} Send the part of the log around the error.", "status": 413}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),  # never read what is left as a next request
     ]
-    other = kb.entry(e.translation) if e.translation else None
-    if other is not None:
-        label = LABELS.get(e.lang, LABELS["en"])["other_lang"]
-        parts += [
-            f'<details class="kb-translation" open><summary>{esc(label)} · <code>{esc(_source_label(other))}</code></summary>',
-            f'<h4 lang="{esc(other.lang)}">{esc(other.title)}</h4>',
-            f'<div class="kb-entry-body" lang="{esc(other.lang)}">{_markdown(other.body)}</div></details>',
-        ]
-    parts.append("</article>")
-    return "\n".join(parts)
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
-        f"<title>{html.escape(title)}</title><style>{PANEL_CSS}body{{max-width:52rem;margin:2rem auto;"
-        f"padding:0 1rem;font-family:system-ui,sans-serif}}</style></head><body>{body}</body></html>"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Chat rendering: Answer -> markdown for the Chatbot
-# --------------------------------------------------------------------------------------------
-UI = {
-    "en": {
-        "thinking": "Searching the knowledge base…",
-        "log_shown": "{n}-line log (the last {k} lines shown; all of it was searched)",
-        "no_match_title": "No match",
-        "error": "Something went wrong on the server ({kind}). Try again; if it persists, check the server log.",
-    },
-    "zh": {
-        "thinking": "正在检索知识库…",
-        "log_shown": "{n} 行日志（仅显示最后 {k} 行；已检索全部内容）",
-        "no_match_title": "没有匹配",
-        "error": "服务器出错（{kind}）。请重试；如果仍然出错，请查看服务器日志。",
-    },
-}
-
-_FENCE = re.compile(r"(?ms)^(`{3,}|~{3,})[^\n]*\n.*?^\1[ \t]*$")
-_CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1", re.S)
-
-
-def escape_md_html(text: str) -> str:
-    """Show `<` and `>` in prose as text (the chat renders markdown), leaving code untouched."""
-
-    def prose(s: str) -> str:
-        out, pos = [], 0
-        for m in _CODE_SPAN.finditer(s):
-            out.append(s[pos : m.start()].replace("<", "&lt;").replace(">", "&gt;"))
-            out.append(m.group(0))
-            pos = m.end()
-        out.append(s[pos:].replace("<", "&lt;").replace(">", "&gt;"))
-        return "".join(out)
-
-    out, pos = [], 0
-    for m in _FENCE.finditer(text):
-        out.append(prose(text[pos : m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(prose(text[pos:]))
-    return "".join(out)
-
-
-def _link_text(s: str) -> str:
-    return escape_md_html(s).replace("[", "\\[").replace("]", "\\]")
-
-
-def entry_link(e, label: str | None = None) -> str:
-    # Relative, so it also works when the app is served under a prefix; the page's script opens
-    # it in the side panel, and without the script it is an ordinary page.
-    return f"[{_link_text(label if label is not None else e.title)}](entry/{e.id})"
-
-
-def code_block(command: str, info: str = "bash") -> str:
-    longest = max((len(m) for m in re.findall(r"`+", command)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{command}\n{fence}"
-
-
-def link_citations(text: str, answer: Answer) -> str:
-    """`[n]` in the answer text -> a link that opens cited entry n."""
-    by_n = {c.n: c.entry for c in answer.citations}
-
-    def sub(m: re.Match) -> str:
-        e = by_n.get(int(m.group(1)))
-        return f"[\\[{m.group(1)}\\]](entry/{e.id})" if e is not None else m.group(0)
-
-    return re.sub(r"(?<![\[\\])\[(\d{1,2})\](?![\(\[])", sub, text)
-
-
-def _in_fence(command: str, text: str) -> bool:
-    return any(command.strip() in m.group(0) for m in _FENCE.finditer(text))
-
-
-def _label_destructive_fences(md: str, lang: str) -> str:
-    """A code block inside the answer text that holds a destructive command gets the caution too."""
-
-    def sub(m: re.Match) -> str:
-        lines = m.group(0).split("\n")[1:-1]
-        return f"> ⚠ **{CAUTION[lang]}**\n\n{m.group(0)}" if any(map(is_destructive, lines)) else m.group(0)
-
-    return _FENCE.sub(sub, md)
-
-
-def render_answer(answer: Answer) -> str:
-    lang = answer.lang if answer.lang in LABELS else "en"
-    labels, ui = LABELS[lang], UI[lang]
-    out: list[str] = []
-    if answer.notice:
-        out.append(f"> ℹ {escape_md_html(answer.notice)}")
-    if answer.no_match:
-        out.append(f"**{ui['no_match_title']}** · {escape_md_html(answer.text)}")
-        if answer.suggestions:
-            out.append(labels["suggest"])
-            out.append(
-                "\n".join(
-                    f"- {entry_link(entry_in(h, lang))} · `{_source_label(entry_in(h, lang))}`"
-                    for h in answer.suggestions
-                )
-            )
-        return "\n\n".join(out)
-    out.append(_label_destructive_fences(link_citations(escape_md_html(answer.text), answer), lang))
-    commands = answer.commands
-    if answer.mode == "llm":  # the model's answer shows its (verified) commands in code blocks
-        commands = tuple(c for c in commands if not _in_fence(c, answer.text))
-    if commands:
-        out.append(f"**{labels['commands']}**")
-        for cmd in commands:
-            if is_destructive(cmd):
-                out.append(f"> ⚠ **{CAUTION[lang]}**")
-            out.append(code_block(cmd))
-    if answer.citations:
-        out.append(f"**{labels['sources']}**")
-        out.append(
-            "\n".join(
-                f"- {entry_link(c.entry, f'[{c.n}] {c.entry.title}')} · `{_source_label(c.entry)}`"
-                for c in answer.citations
-            )
-        )
-    return "\n\n".join(out)
-
-
-def render_user(message: str, lang: str) -> str:
-    """A pasted log is shown by its last lines (where the error usually is); a question as text."""
-    lines = message.rstrip("\n").split("\n")
-    if len(lines) <= LOG_PREVIEW_LINES:
-        return code_block(message.rstrip("\n"), "text") if len(lines) > 1 else escape_md_html(message)
-    note = UI[lang]["log_shown"].format(n=len(lines), k=LOG_PREVIEW_LINES)
-    return f"*{note}*\n\n" + code_block("\n".join(lines[-LOG_PREVIEW_LINES:]), "text")
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": payload, "more_body": True})
+    # The whole answer is out (its length is declared); drop what the client is still sending.
+    dropped, deadline = 0, time.monotonic() + DRAIN_MAX_S
+    while dropped < DRAIN_MAX_BYTES:
+        try:
+            wait_s = min(DRAIN_IDLE_S, deadline - time.monotonic())
+            event = await asyncio.wait_for(receive(), max(0.0, wait_s))
+        except TimeoutError:
+            break
+        if event["type"] != "http.request":
+            break
+        dropped += len(event.get("body", b""))
+        if not event.get("more_body", False):
+            break
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _Stream:
@@ -460,149 +376,6 @@ class _Stream:
             yield item
         if self.error is not None:
             raise self.error
-
-
-# --------------------------------------------------------------------------------------------
-# The page
-# --------------------------------------------------------------------------------------------
-EXAMPLES = [
-    ("NCCL error(2)", "ExternalError: Nccl error(2), unhandled system error"),
-    ("HCCL 1343225860", "Init plugin so failed, ret = 1343225860"),
-    ("多机训练 NCCL 超时", "多机多卡训练时 NCCL 通信超时，报错 NCCL timeout，怎么排查？"),
-    ("accelerate hang", "accelerate launch with 2 GPUs hangs at the first step, no error message"),
-    ("Paddle 分布式启动失败", "paddle.distributed.launch 启动多卡训练失败，怎么设置环境变量？"),
-]
-
-LANG_CHOICES = [("Auto · 跟随提问", "auto"), ("中文", "zh"), ("English", "en")]
-
-I18N = {
-    "en": {
-        "title": "Distributed-training error helper",
-        "paste": "Paste the error or the whole log (Enter sends, Shift+Enter adds a line)",
-        "placeholder": "e.g. ExternalError: Nccl error(2), unhandled system error — or paste 5,000 lines of log",
-        "send": "Send",
-        "clear": "Clear",
-        "lang": "Answer language · 回答语言",
-        "examples": "Example errors (click to ask)",
-        "chat": "Answers",
-    },
-    "zh": {
-        "title": "分布式训练报错助手",
-        "paste": "粘贴报错或整段日志（Enter 发送，Shift+Enter 换行）",
-        "placeholder": "例如 ExternalError: Nccl error(2), unhandled system error —— 也可以粘贴 5000 行日志",
-        "send": "发送",
-        "clear": "清空",
-        "lang": "回答语言 · Answer language",
-        "examples": "示例报错（点击即可提问）",
-        "chat": "回答",
-    },
-}
-
-PANEL_PLACEHOLDER = (
-    '<div id="kb-entry" class="kb-panel-empty">'
-    "<p>Click a citation such as [1] in an answer to read the cited FAQ entry here.</p>"
-    "<p>点击回答中的引用（如 [1]），在这里查看原文条目。</p></div>"
-)
-PANEL_HTML = '<div class="kb-panel-head">Source entry · 原文条目</div>' + PANEL_PLACEHOLDER
-
-PANEL_CSS = """
-.kb-entry-meta{font-size:.85em;opacity:.8;margin-bottom:.25rem}
-.kb-lang{display:inline-block;padding:0 .4em;border-radius:.3em;background:#e0e7ff;color:#3730a3;font-weight:600}
-.kb-entry-title{margin:.2rem 0 .6rem 0}
-.kb-entry-body pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.6em;border-radius:.4em;font-size:.85em}
-.kb-entry-body code{word-break:break-word}
-.kb-translation{margin-top:1rem;border-top:1px solid #ddd;padding-top:.6rem}
-.kb-translation summary{cursor:pointer;font-weight:600}
-"""
-
-PAGE_CSS = (
-    PANEL_CSS
-    + """
-#kb-side{position:sticky;top:.5rem;align-self:flex-start}
-#kb-panel{max-height:88vh;overflow:auto;padding:.8rem 1rem;border:1px solid var(--border-color-primary);
-  border-radius:var(--radius-lg);background:var(--background-fill-primary)}
-.kb-panel-empty{opacity:.75}
-.kb-panel-head{font-size:.8em;font-weight:600;text-transform:uppercase;letter-spacing:.04em;opacity:.6;
-  margin-bottom:.5rem}
-#kb-chat .user-row pre, #kb-chat .user-row pre code{white-space:pre-wrap;word-break:break-all}
-#kb-query textarea{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
-#kb-stats{font-size:.8em;opacity:.7}
-.kb-flash{animation:kbflash 1s ease-out}
-@keyframes kbflash{from{background:#fef9c3}to{background:transparent}}
-"""
-)
-
-# Document-level script (the `head` hook): citation links open the side panel; Enter sends and
-# Shift+Enter adds a line (Gradio's multi-line box does the reverse, so we take the key first).
-PAGE_HEAD = """
-<script>
-(() => {
-  const ENTRY = /\\/entry\\/([A-Za-z0-9_-]+)\\/?$/;
-  function entryUrl(a) {
-    try {
-      const u = new URL(a.getAttribute('href'), document.baseURI);
-      return u.origin === location.origin && ENTRY.test(u.pathname) ? u : null;
-    } catch (e) { return null; }
-  }
-  async function openEntry(u) {
-    const panel = document.getElementById('kb-entry');
-    if (!panel) { window.open(u.href, '_blank'); return; }
-    panel.classList.remove('kb-panel-empty');
-    panel.setAttribute('aria-busy', 'true');
-    try {
-      const r = await fetch(u.pathname + '?fragment=1', {headers: {Accept: 'text/html'}});
-      panel.innerHTML = await r.text();  // rendered on the server with FAQ HTML escaped
-    } catch (e) {
-      panel.textContent = 'Could not load the entry / 无法加载条目: ' + e;
-    }
-    panel.removeAttribute('aria-busy');
-    const box = document.getElementById('kb-panel');
-    if (box) { box.scrollTop = 0; box.classList.remove('kb-flash'); void box.offsetWidth; box.classList.add('kb-flash'); }
-  }
-  document.addEventListener('click', (ev) => {
-    const t = ev.target;
-    if (!(t instanceof Element)) return;
-    const a = t.closest('a[href]');
-    const u = a && entryUrl(a);
-    if (u && !ev.ctrlKey && !ev.metaKey && !ev.shiftKey && ev.button === 0) {
-      ev.preventDefault(); ev.stopPropagation();
-      openEntry(u);
-      return;
-    }
-    if (t.closest('#kb-clear')) {
-      const panel = document.getElementById('kb-entry');
-      if (panel) { panel.outerHTML = %PLACEHOLDER%; }
-    }
-  }, true);
-  // Gradio's box submits on Shift+Enter in its keypress handler: keep both key events from it.
-  const onEnter = (ev) => {
-    if (ev.key !== 'Enter' || ev.isComposing || ev.keyCode === 229) return;  // IME confirmation
-    const t = ev.target;
-    if (!(t instanceof Element) || !t.closest('#kb-query')) return;
-    ev.stopPropagation();
-    if (ev.shiftKey || ev.type !== 'keydown') return;  // Shift+Enter: the browser adds the newline
-    ev.preventDefault();
-    const send = document.querySelector('#kb-send');
-    if (send) send.click();
-  };
-  document.addEventListener('keydown', onEnter, true);
-  document.addEventListener('keypress', onEnter, true);
-  // A big paste goes straight into the box: the browser's editing path takes seconds for a
-  // few thousand lines (superlinear), setting the value takes milliseconds.
-  document.addEventListener('paste', (ev) => {
-    const t = ev.target;
-    if (!(t instanceof HTMLTextAreaElement) || !t.closest('#kb-query')) return;
-    const text = ev.clipboardData ? ev.clipboardData.getData('text/plain') : '';
-    if (text.length < %BIG_PASTE%) return;
-    ev.preventDefault();
-    const start = t.selectionStart, end = t.selectionEnd;
-    t.value = t.value.slice(0, start) + text + t.value.slice(end);
-    t.selectionStart = t.selectionEnd = start + text.length;
-    t.dispatchEvent(new Event('input', {bubbles: true}));  // Gradio reads the value on input
-  }, true);
-})();
-</script>
-""".replace("%PLACEHOLDER%", json.dumps(PANEL_PLACEHOLDER)).replace("%BIG_PASTE%", str(BIG_PASTE_CHARS))
 
 
 def _stats_line(live: LiveKb) -> str:
@@ -728,7 +501,7 @@ def create_app(kb: KnowledgeBase, slack: bool = False, reload_every_s: float = R
     if slack:
         _mount_slack(app, kb)
     demo, i18n = build_ui(live)
-    return gr.mount_gradio_app(
+    gr.mount_gradio_app(
         app,
         demo,
         path="/",
@@ -741,7 +514,12 @@ def create_app(kb: KnowledgeBase, slack: bool = False, reload_every_s: float = R
         run_history=False,
         ssr_mode=False,
         show_error=False,
+        # The chat takes no files, but Gradio's /gradio_api/upload is always there: cap each file
+        # at what a query may be (Gradio answers 413 past it) instead of storing any size.
+        max_file_size=kb.settings.max_query_bytes,
     )
+    app.add_middleware(BodyLimit, limit=kb.settings.max_query_bytes + BODY_HEADROOM)
+    return app
 
 
 def _mount_slack(app, kb: KnowledgeBase) -> None:
@@ -787,12 +565,44 @@ def launch(app, host: str = "127.0.0.1", port: int = 7860) -> None:
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
+class SecretMask(logging.Formatter):
+    """Formats log lines with the given secret values replaced, tracebacks included (an error
+    message may quote a request's headers)."""
+
+    def __init__(self, fmt: str, secrets: list[str]) -> None:
+        super().__init__(fmt)
+        # Longest first, so a secret that contains another is masked whole.
+        self.secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.I)  # OPENAI_API_KEY, SLACK_BOT_TOKEN, ...
+
+
+def configure_logging(key_env: str = "") -> None:
+    """The server's log on stderr: kb.* at INFO (LLM failures and fallbacks, index reloads, chat
+    errors), libraries at WARNING (httpx would log every request to the model at INFO). The values
+    of `key_env` and of every variable named like a secret are masked in every line."""
+    names = {n for n in os.environ if _SECRET_NAME.search(n)} | ({key_env} if key_env else set())
+    secrets = [v for n in names if len(v := os.environ.get(n, "").strip()) >= 8]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SecretMask("%(asctime)s %(levelname)s %(name)s: %(message)s", secrets))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])  # no-op if the host set one up
+    logging.getLogger("kb").setLevel(logging.INFO)
+
+
 def serve_command(args) -> int:
     """`kb serve`: open the knowledge base once, build the app, serve until interrupted."""
     from .progress import ProgressBar
 
     _check_port(args.host, args.port)  # fail before the slow part when the port is taken
     kb = KnowledgeBase.open(index=args.index, progress=ProgressBar())
+    configure_logging(kb.settings.llm.api_key_env)
     app = create_app(kb, slack=args.slack)
     launch(app, args.host, args.port)
     return 0

@@ -376,11 +376,6 @@ def test_entry_lookup_is_by_id_not_by_path(server, evil_kb):
 # tests/test_web_api.py::test_oversized_bodies_are_refused; the Slack door's below.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kb/web.py mounts Gradio without max_file_size: /gradio_api/upload stores any size; "
-    "fix described in docs/reliability.md",
-)
 def test_the_chat_refuses_large_uploads(server):
     boundary = "kbtestboundary"
     payload = b"x" * (8 * 1024 * 1024)
@@ -402,10 +397,6 @@ def test_the_chat_refuses_large_uploads(server):
     assert status == 413
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kb/web.py has no body limit on the chat's (Gradio) routes; fix described in docs/reliability.md",
-)
 def test_the_chat_refuses_oversized_bodies(server):
     body = json.dumps(
         {"data": ["x" * (12 * 1024 * 1024), [], [], "auto"], "fn_index": 0, "session_hash": "s"}
@@ -546,11 +537,6 @@ def test_slack_persistent_5xx_is_logged_and_the_bot_recovers(bot, caplog):
     assert stub.wait_for("chat.postMessage") and app.wait_idle(30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kb/slack.py retries 429 but not 5xx (no ServerErrorRetryHandler): one 503 loses the answer; "
-    "fix described in docs/reliability.md",
-)
 def test_slack_transient_503_on_posting_the_answer_is_retried(bot):
     app, stub, url = bot
     stub.fail("chat.postMessage", 503, times=1)

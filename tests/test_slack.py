@@ -232,6 +232,53 @@ def test_bad_signature_or_old_timestamp_is_rejected(bot, stub):
     assert stub.calls == []  # no reply, no reaction, nothing read
 
 
+def _exchange(url: str, request: bytes, timeout: float = 10.0) -> tuple[bytes, bool]:
+    """Send raw bytes on one kept-alive connection; (all bytes answered, whether the server
+    closed the connection) once it closes or goes quiet for `timeout` seconds."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                return data, True
+            except TimeoutError:
+                return data, False
+            if not chunk:
+                return data, True
+            data += chunk
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "Content-Length: {over}",  # too large: 413
+        "Content-Length: -1",  # would have read until the client closed
+        "Transfer-Encoding: chunked",  # http.server cannot read it
+    ],
+)
+def test_refused_body_closes_the_connection(bot, stub, head):
+    """A body the HTTP-mode server refuses unread must not be parsed as a next request on a
+    kept-alive connection: here it is one, a GET that would answer 200."""
+    from kb.slack import MAX_EVENT_BODY
+
+    app, url = bot
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    request = (
+        f"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"{head.format(over=MAX_EVENT_BODY + 1)}\r\n\r\n"
+    ).encode() + smuggled
+    data, closed = _exchange(url, request)
+    assert data.startswith((b"HTTP/1.1 413", b"HTTP/1.1 400", b"HTTP/1.1 411")), data[:100]
+    assert data.count(b"HTTP/1.1 ") == 1 and b"\r\n\r\nok" not in data, data
+    assert closed and b"Connection: close" in data
+    assert stub.calls == []
+
+
 def test_thread_follow_up_uses_the_earlier_messages(bot, stub, seeds_kb):
     app, url = bot
     follow_up = "what if it happens inside docker?"
@@ -372,6 +419,25 @@ def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch
         )
         assert status == 200 and "c-123" in body
         assert signed_post(url, "{}", "application/json", secret="wrong")[0] == 401
+        # Not UTF-8, unsigned: refused by the signature check, not a decoding error (500).
+        bad = urllib.request.Request(url, data=b"\xff\xfe{", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=10)
+        assert refused.value.code == 401
+        # Over the limit, declared or chunked: 413 (bounded while reading, like the web door's).
+        from kb.slack import MAX_EVENT_BODY
+
+        big = urllib.request.Request(url, data=b" " * (MAX_EVENT_BODY + 1), method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(big, timeout=10)
+        assert refused.value.code == 413
+        chunks = iter([b" " * 65536] * (MAX_EVENT_BODY // 65536 + 2))
+        streamed = urllib.request.Request(
+            url, data=chunks, method="POST", headers={"Transfer-Encoding": "chunked"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(streamed, timeout=10)
+        assert refused.value.code == 413
         event = mention("ExternalError: Nccl error(2), unhandled system error")
         assert post_event(url, event)[0] == 200
         [post] = stub.wait_for("chat.postMessage")

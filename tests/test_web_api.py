@@ -1,5 +1,5 @@
-"""kb/web.py: the JSON API over real HTTP (`kb serve` in a subprocess on 127.0.0.1), and the
-renderers the chat page uses.
+"""kb/web.py: the JSON API over real HTTP (`kb serve` in a subprocess on 127.0.0.1), the body
+limits on every route, the server's log, and the renderers the chat page uses (kb/web_page.py).
 
 The server runs on a copy of the seeds index, so the reload test can rebuild it in place.
 """
@@ -100,8 +100,14 @@ def live_index(seeds_index, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(live_index, tmp_path_factory):
-    with kb_server(live_index, tmp_path_factory.mktemp("web-log") / "serve.log") as base:
+def gradio_tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("gradio-tmp")  # where Gradio stores uploads, instead of /tmp/gradio
+
+
+@pytest.fixture(scope="module")
+def server(live_index, gradio_tmp, tmp_path_factory):
+    log = tmp_path_factory.mktemp("web-log") / "serve.log"
+    with kb_server(live_index, log, env={"GRADIO_TEMP_DIR": str(gradio_tmp)}) as base:
         yield base
 
 
@@ -224,6 +230,9 @@ BAD = [
     ("GET", "/api/nothing-here", None, 404, "no API endpoint"),
     ("GET", "/api/entry/", None, 404, "no API endpoint"),
     ("POST", "/api/entry/abc", None, 405, "takes GET"),
+    ("GET", "/api/entry/a/b", None, 404, "no entry 'a/b'"),  # an id with a slash: no such entry, not 405
+    ("GET", "/api/entry/a%2Fb", None, 404, "no entry 'a/b'"),
+    ("PUT", "/api/entry/a/b", None, 405, "takes GET, not PUT"),
 ]
 
 
@@ -237,22 +246,43 @@ def test_bad_request(server, method, path, body, status, message):
     assert isinstance(payload, dict) and message in payload["error"] and payload["status"] == status
 
 
-def raw_post(base: str, path: str, head: dict[str, str], body: bytes) -> tuple[int, dict]:
+def raw_request(base: str, path: str, head: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
     """POST over a bare socket that stops after `body` (which may be less than declared) and
     reads the answer: a server that refuses early answers before the rest would arrive."""
     host, port = base.removeprefix("http://").split(":")
-    lines = [
-        f"POST {path} HTTP/1.1",
-        f"Host: {host}:{port}",
-        "Content-Type: application/json",
-        "Connection: close",
-    ]
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
+    head = {"Content-Type": "application/json", **head}
     lines += [f"{k}: {v}" for k, v in head.items()]
     with socket.create_connection((host, int(port)), timeout=60) as s:
         s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         resp = http.client.HTTPResponse(s)
         resp.begin()
-        return resp.status, json.loads(resp.read())
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+
+
+def raw_post(base: str, path: str, head: dict[str, str], body: bytes) -> tuple[int, dict]:
+    status, _, data = raw_request(base, path, head, body)
+    return status, json.loads(data)
+
+
+def chunked(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+def multipart(name: str, content: bytes, boundary: str = "kbtestboundary") -> tuple[dict, bytes]:
+    """Headers and body of a one-file upload, as the chat's upload route takes it."""
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            "Content-Type: text/plain\r\n\r\n"
+        ).encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return {
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+        "Content-Length": str(len(body)),
+    }, body
 
 
 def test_oversized_bodies_are_refused(server):
@@ -267,9 +297,17 @@ def test_oversized_bodies_are_refused(server):
     # Chunked upload, no length declared: counted as it streams in, refused once over the limit.
     chunk = b"x" * 65536
     pieces = [b'{"query": "'] + [chunk] * (limit // len(chunk) + 4)
-    stream = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
-    status, body = raw_post(server, "/api/search", {"Transfer-Encoding": "chunked"}, stream)
+    status, body = raw_post(server, "/api/search", {"Transfer-Encoding": "chunked"}, chunked(*pieces))
     assert status == 413 and "limit" in body["error"]
+
+    # A chunked body under the limit reaches the route whole.
+    status, body = raw_post(
+        server,
+        "/api/search",
+        {"Transfer-Encoding": "chunked"},
+        chunked(b'{"query": "Init plugin', b' so failed"}'),
+    )
+    assert status == 200 and HCCL_LINE in body["hits"][0]["title"]
 
     # A query just over the limit inside a body the server still reads: the query limit answers.
     status, body, _ = call(server, "POST", "/api/search", {"query": "y" * (limit + 1)})
@@ -277,6 +315,99 @@ def test_oversized_bodies_are_refused(server):
 
     status, health, _ = call(server, "GET", "/api/health")  # and the server is still fine
     assert status == 200 and health["status"] == "ok"
+
+
+def test_the_chat_routes_have_the_same_body_limit(server):
+    """Gradio's own routes (queue, upload) are bounded like the API: 413 JSON before reading."""
+    limit = 2 * 1024 * 1024 + 64 * 1024  # max_query_bytes + BODY_HEADROOM
+    for path in ("/gradio_api/queue/join", "/gradio_api/upload", "/slack/events", "/"):
+        status, body = raw_post(server, path, {"Content-Length": str(limit + 1)}, b"x" * 65536)
+        assert status == 413 and f"the limit is {limit}" in body["error"], path
+    status, body = raw_post(
+        server, "/gradio_api/queue/join", {"Transfer-Encoding": "chunked"}, chunked(*[b"x" * 65536] * 40)
+    )
+    assert status == 413 and "over the limit" in body["error"]
+
+    # A client that sends all of a refused body before it reads still gets the 413 (the server
+    # drops the rest instead of resetting the connection under it), and the connection closes.
+    conn = http.client.HTTPConnection(*server.removeprefix("http://").split(":"), timeout=60)
+    conn.request("POST", "/gradio_api/queue/join", b"{" + b" " * (3 * limit) + b"}")
+    resp = conn.getresponse()
+    assert resp.status == 413 and resp.getheader("connection") == "close"
+    assert "limit" in json.loads(resp.read())["error"]
+    conn.close()
+    assert call(server, "GET", "/api/health")[0] == 200
+
+
+def test_uploads_are_capped_at_the_query_limit(server, gradio_tmp):
+    """Under the body limit but over max_file_size: Gradio's upload refuses it and stores nothing."""
+    limit = 2 * 1024 * 1024
+    stored = lambda: sorted(p.name for p in gradio_tmp.rglob("*.log"))  # noqa: E731
+    before = stored()
+    head, body = multipart("big.log", b"x" * (limit + 1))
+    status, _, text = raw_request(server, "/gradio_api/upload", head, body)
+    assert status == 413 and b"maximum allowed size of 2097152 bytes" in text
+    assert stored() == before
+    head, body = multipart("small.log", b"NCCL error(2)\n")
+    status, _, text = raw_request(server, "/gradio_api/upload", head, body)
+    assert status == 200 and "small.log" in text.decode() and stored() == [*before, "small.log"]
+
+
+def test_head_is_answered_where_get_is(server):
+    conn = http.client.HTTPConnection(*server.removeprefix("http://").split(":"), timeout=60)
+    try:
+        for path, status in (
+            ("/api/health", 200),
+            ("/api/entry/0000000000000000", 404),
+            ("/api/nothing", 404),
+        ):
+            conn.request("HEAD", path)
+            resp = conn.getresponse()
+            assert resp.status == status and resp.read() == b"", path
+    finally:
+        conn.close()
+
+
+def test_serve_logs_llm_failures_without_the_key(seeds_index, tmp_path):
+    """`kb serve` configures logging: a failing model shows in its output (kb.llm at WARNING),
+    the request log of httpx does not, and no line holds the key."""
+    from openai_stub import closed_port_url
+
+    pytest.importorskip("langchain_openai", reason="needs the llm extra")
+    key = "sk-kbtest-" + os.urandom(12).hex()
+    env = {
+        "KB_LLM_MODEL": "stub-model",
+        "KB_LLM_BASE_URL": closed_port_url(),
+        "KB_LLM_MAX_RETRIES": "0",
+        "OPENAI_API_KEY": key,
+    }
+    log = tmp_path / "serve.log"
+    with kb_server(seeds_index, log, env=env) as base:
+        status, body, _ = call(base, "POST", "/api/ask", {"query": HCCL_LINE})
+        assert status == 200 and body["mode"] == "extractive" and "could not be reached" in body["notice"]
+        deadline = time.monotonic() + 10
+        while "LLM answer failed" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    text = log.read_text()
+    assert "WARNING kb.llm: LLM answer failed" in text, text[-2000:]
+    assert key not in text and key[-12:] not in text
+    assert "HTTP Request:" not in text  # httpx's INFO lines stay out
+
+
+def test_secret_mask_hides_secrets_in_messages_and_tracebacks():
+    import logging
+
+    from kb.web import SecretMask
+
+    secret = "xoxb-" + os.urandom(10).hex()
+    fmt = SecretMask("%(levelname)s %(message)s", [secret, secret[:12]])
+    try:
+        raise RuntimeError(f"Authorization: Bearer {secret}")
+    except RuntimeError:
+        record = logging.LogRecord("kb.x", logging.ERROR, __file__, 1, "token %s", (secret,), sys.exc_info())
+    text = fmt.format(record)
+    assert secret not in text and secret[:12] not in text
+    assert text.startswith("ERROR token [redacted]") and "Bearer [redacted]" in text
 
 
 def test_rebuilt_index_is_picked_up_without_restart(server, live_index):
@@ -364,7 +495,7 @@ def _evil_entry() -> Entry:
 
 
 def test_entry_html_shows_faq_html_as_text(seeds_kb):
-    from kb.web import entry_html
+    from kb.web_page import entry_html
 
     page = entry_html(seeds_kb, _evil_entry())
     assert "<script" not in page and "&lt;script&gt;alert('faq')&lt;/script&gt;" in page.replace(
@@ -378,7 +509,7 @@ def test_entry_html_shows_faq_html_as_text(seeds_kb):
 
 def test_render_answer_commands_caution_and_citations(seeds_kb):
     from kb.answer import CAUTION
-    from kb.web import render_answer
+    from kb.web_page import render_answer
 
     answer = seeds_kb.ask("域名映射怎么配置")  # an entry whose commands include `reboot`
     assert "reboot" in answer.commands
@@ -394,7 +525,7 @@ def test_render_answer_commands_caution_and_citations(seeds_kb):
 
 def test_render_llm_answer_labels_its_own_code_blocks(seeds_kb):
     from kb.answer import CAUTION, Answer, Citation
-    from kb.web import render_answer
+    from kb.web_page import render_answer
 
     entry = seeds_kb.search("域名映射怎么配置").hits[0].entry
     text = "修改主机名后需要重启 [1]：\n\n```bash\nsudo vim /etc/hostname\nreboot\n```\n\n另见 `cat /etc/hostname` [1]"
@@ -415,7 +546,7 @@ def test_render_llm_answer_labels_its_own_code_blocks(seeds_kb):
 
 def test_render_no_match_offers_suggestions(seeds_kb):
     from kb.answer import LABELS
-    from kb.web import render_answer
+    from kb.web_page import render_answer
 
     answer = seeds_kb.ask("how do I bake a chocolate cake with sprinkles")
     assert answer.no_match and answer.suggestions
@@ -425,7 +556,7 @@ def test_render_no_match_offers_suggestions(seeds_kb):
 
 
 def test_render_escapes_html_outside_code():
-    from kb.web import code_block, escape_md_html, render_user
+    from kb.web_page import code_block, escape_md_html, render_user
 
     assert escape_md_html("<script>x</script> and `<keep>`") == "&lt;script&gt;x&lt;/script&gt; and `<keep>`"
     assert escape_md_html("```\n<a>\n```\n<b>") == "```\n<a>\n```\n&lt;b&gt;"

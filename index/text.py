@@ -25,7 +25,9 @@ _STOP = frozenset(
     not no can do does how what why when which i you we my our your me should could would will
     q a: please there their has have had into than then so such use using used""".split()
 )
-_CJK_STOP = frozenset("的 了 是 在 和 与 或 及 等 时 中 后 前 我 你 他 它 吗 呢 吧 啊 怎么 如何 什么 为什么 一个 这个 那个 请 问 ， 。 ？ ！ 、 ： ；".split())
+_CJK_STOP = frozenset(
+    "的 了 是 在 和 与 或 及 等 时 中 后 前 我 你 他 它 吗 呢 吧 啊 怎么 如何 什么 为什么 一个 这个 那个 请 问 ， 。 ？ ！ 、 ： ；".split()
+)
 
 
 @lru_cache(maxsize=1)
@@ -116,8 +118,26 @@ class QueryText:
     is_log: bool
 
 
-# A line that is ordinary prose typed by a person rather than printed by a program.
-_PROSE = re.compile(r"^[^\[\]{}=<>|:/\\]*$")
+# A line that is ordinary prose typed by a person rather than printed by a program: few of
+# the symbols programs print, and words people use about their own situation.
+_PROSE = re.compile(r"^[^\[\]{}=<>|\\]*$")
+_PERSON = re.compile(
+    r"\b(I|I'm|I've|my|we|our|us|me|you|why|how|what|anyone|does|doesn't|should|is it|it's)\b", re.I
+)
+
+
+def _typed_by_person(raw: str, line: str) -> bool:
+    """English prose around a paste ("works on one node, node2 prints:"): it says what the user
+    was doing, which no log line says."""
+    words = line.split()
+    return (
+        len(words) >= 5
+        and bool(_PROSE.match(raw.strip()))
+        and not LOG_HINT.search(raw)
+        and not is_error_line(line)
+        and (bool(_PERSON.search(line)) or line.endswith("?"))
+        and sum(c.isalpha() or c.isspace() for c in line) >= 0.75 * len(line)
+    )
 
 
 def read_query(text: str, max_signatures: int = 8) -> QueryText:
@@ -138,10 +158,10 @@ def read_query(text: str, max_signatures: int = 8) -> QueryText:
             continue
         seen.add(line)
         cleaned_lines.append(line)
-        if cjk_count(line) >= 2 and not LOG_HINT.search(raw):
+        if (cjk_count(line) >= 2 and not LOG_HINT.search(raw)) or _typed_by_person(raw, line):
             question_lines.append(line)
         if is_error_line(line):
-            scored.append((_signature_weight(line), i, line))
+            scored.append((signature_weight(line), i, line))
     # Best first; ties keep the *later* line (the key line of a crash is usually near the end).
     scored.sort(key=lambda t: (-t[0], -t[1]))
     sigs = tuple(s for _, _, s in scored[:max_signatures])
@@ -158,7 +178,7 @@ _STRONG = re.compile(
 )
 
 
-def _signature_weight(line: str) -> float:
+def signature_weight(line: str) -> float:
     w = 1.0
     if _STRONG.search(line):
         w += 2.0

@@ -115,7 +115,8 @@ def test_citation_to_a_source_not_given_is_dropped(stub, results):
 
 def test_chinese_question_with_english_sources_asks_for_chinese(stub, results):
     result = results[OPENMPI_ZH]
-    assert result.lang == "zh" and {e.lang for e in sources_for(result)} == {"en"}
+    # The entry that answers is English-only; lower-ranked sources may be Chinese.
+    assert result.lang == "zh" and sources_for(result)[0].lang == "en"
     stub.script("来源 [1] 适用：用 `--mca btl_tcp_if_include` 指定网卡 [1]。")
     answer = llm_answer(result, settings(stub), on_token=lambda _: None)
     system, user = (

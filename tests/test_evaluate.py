@@ -1,0 +1,346 @@
+"""kb eval: metric math on hand-made cases, gold-set files, the baselines, and the CI gate.
+
+The gate (the last tests) runs the committed gold sets with the default embedder and fails
+when a number drops below eval/floors.json. Its indexes are built once into the eval cache
+($KB_EVAL_CACHE, else <tmp>/kb-eval-cache) and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+from contextlib import redirect_stdout
+
+import pytest
+from conftest import ROOT, SHARED, needs_shared
+
+from ingest.entry import Entry
+from kb.evaluate import (
+    Expected,
+    GoldRow,
+    Indexes,
+    Outcome,
+    Shown,
+    entry_matches,
+    evaluate,
+    grouped,
+    judge,
+    language_subset,
+    load_gold,
+    metrics,
+    misses,
+    norm_title,
+)
+from kb.service import KbError
+
+GOLD = ROOT / "eval" / "gold"
+FLOORS = json.loads((ROOT / "eval" / "floors.json").read_text("utf-8"))
+
+
+def entry(
+    doc: str, start: int, end: int, title: str = "t", lang: str = "en", translation: str | None = None
+) -> Entry:
+    return Entry(
+        id=f"{doc}:{start}",
+        content_hash="h",
+        doc=doc,
+        lang=lang,
+        title=title,
+        heading_path=(),
+        body="",
+        start_line=start,
+        end_line=end,
+        translation=translation,
+    )
+
+
+def row(expected=(), translation=(), kind="question", id="r") -> GoldRow:
+    return GoldRow(
+        id=id, query="q", lang="en", kind=kind, expected=tuple(expected), translation=tuple(translation)
+    )
+
+
+def shown(*entries) -> Outcome:
+    items = [e if isinstance(e, Shown) else Shown(e) for e in entries]
+    return Outcome(no_match=False, shown=items, ranking=items)
+
+
+A = entry("a.md", 10, 20, "Q: What does `ncclSystemError` mean?")
+B = entry("b.md", 1, 5, "NCCL error(2)")
+C = entry("c.md", 30, 40, "Something else")
+
+
+# ---- matching and metric math ------------------------------------------------------------------
+
+
+def test_expected_entry_matches_by_a_line_inside_it_or_by_its_title():
+    assert entry_matches(A, Expected("a.md", line=10)) and entry_matches(A, Expected("a.md", line=20))
+    assert not entry_matches(A, Expected("a.md", line=21))
+    assert not entry_matches(A, Expected("b.md", line=15))  # same line, other document
+    # Titles compare without markdown, a Q: prefix, spacing, case or end punctuation.
+    assert entry_matches(A, Expected("a.md", title="what does ncclSystemError mean"))
+    assert norm_title("问题：怎么办？") == norm_title("怎么办")
+    assert not entry_matches(A, Expected("a.md", title="What does it mean?"))
+
+
+def test_a_translation_counts_unless_the_row_asks_for_the_own_language_entry():
+    zh = entry("zh/a.md", 3, 9, lang="zh", translation="en/a.md:3")
+    en = entry("en/a.md", 3, 9, lang="en", translation="zh/a.md:3")
+    want_zh = [Expected("zh/a.md", line=5)]
+    assert judge(row(want_zh), shown(Shown(en, zh)), k=10).rank == 1  # the reader saw the en version
+    strict = row(want_zh, translation=[Expected("en/a.md", line=5)])
+    assert judge(strict, shown(Shown(en, zh)), k=10).rank is None  # the shown entry must be zh
+    j = judge(strict, shown(Shown(zh, en)), k=10)
+    assert j.rank == 1 and j.linked is True
+    assert judge(strict, shown(Shown(zh, None)), k=10).linked is False
+
+
+def test_rank_mrr_and_ndcg_with_two_expected_entries():
+    r = row([Expected("a.md", line=12), Expected("b.md", line=2)])
+    j = judge(r, shown(A, C, B), k=10)
+    assert j.rank == 1
+    assert j.ndcg == pytest.approx((1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3)))
+    # The same expected entry twice gains once; a cut-off below its rank gains nothing.
+    assert judge(r, shown(C, A, A), k=10).ndcg == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert judge(r, shown(C, C, C, A), k=3).ndcg == 0.0
+
+
+def test_set_metrics_on_a_hand_made_set():
+    want = [Expected("a.md", line=15)]
+    others = [entry("x.md", i, i) for i in range(10)]
+    cases = [
+        (row(want, id="hit1"), shown(A, *others[:4])),  # rank 1
+        (row(want, id="hit3"), shown(others[0], others[1], A)),  # rank 3
+        (row(want, id="late"), shown(*others[:6], A)),  # rank 7: counts for MRR@10, not Hit@5
+        (row(want, id="refused"), Outcome(True, [], [Shown(A)])),  # no_match on an answerable query
+        (row([], id="abstained"), Outcome(True, [], [Shown(B)])),
+        (row([], id="answered"), shown(B)),
+    ]
+    judged = []
+    for (r, out), ms in zip(cases, (1, 2, 3, 4, 5, 100), strict=True):
+        out.latency_s = ms / 1000
+        judged.append(judge(r, out, k=10))
+    m = metrics(judged, k=10)
+    assert (m["queries"], m["answerable"], m["unanswerable"]) == (6, 4, 2)
+    assert m["hit@1"] == 0.25 and m["hit@5"] == 0.5
+    assert m["mrr@10"] == pytest.approx(round((1 + 1 / 3 + 1 / 7) / 4, 4))
+    assert m["abstention"] == 0.5 and m["false_abstention"] == 0.25
+    assert m["ranking_hit@1"] == 0.5  # the refused one was ranked first: a gate miss, not a rank miss
+    assert m["latency_ms_median"] == 3.5 and m["latency_ms_p95"] == 100.0
+    why = {x["id"]: x["why"] for x in misses(judged)}
+    assert why == {
+        "hit3": "ranked 3",
+        "late": "ranked 7",
+        "refused": "no_match (ranked 1)",
+        "answered": "answered an unanswerable query",
+    }
+
+
+def test_groups_by_kind_and_direction():
+    j1 = judge(row([Expected("a.md", line=15)], kind="log"), shown(A), k=10, direction="en->zh")
+    j2 = judge(row([], kind="question"), Outcome(True, [], []), k=10, direction="zh->none")
+    g = grouped([j1, j2], k=10)
+    assert set(g["by_kind"]) == {"log", "question"} and set(g["by_direction"]) == {"en->zh", "zh->none"}
+    assert g["by_kind"]["log"]["hit@1"] == 1.0 and g["by_direction"]["zh->none"]["abstention"] == 1.0
+
+
+# ---- gold set files -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lines,message",
+    [
+        (['{"id": "a", "query": "x"}'], ":1: missing expected"),
+        (
+            ['{"id": "a", "query": "x", "expected": []}', '{"id": "a", "query": "y", "expected": []}'],
+            "duplicate id",
+        ),
+        (['{"id": "a", "query": "x", "expected": [{"doc": "d.md"}]}'], "needs a 'line' or a 'title'"),
+        (["{not json"], ":1: not JSON"),
+        (['{"meta": {"name": "empty"}}'], "has no queries"),
+    ],
+)
+def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message):
+    path = tmp_path / "g.jsonl"
+    path.write_text("\n".join(lines), "utf-8")
+    with pytest.raises(KbError, match=message.replace("(", r"\(")):
+        load_gold(path)
+
+
+def test_meta_line_names_the_kb_and_its_languages(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SHARED", str(tmp_path / "elsewhere"))
+    path = tmp_path / "g.jsonl"
+    rows = [
+        {"meta": {"kb": "shared:corpus", "langs": ["en"], "name": "x"}},
+        {"id": "1", "query": "q", "expected": []},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows), "utf-8")
+    gold = load_gold(path)
+    assert gold.kb == tmp_path / "elsewhere" / "corpus" and gold.langs == ("en",) and gold.name == "x"
+    assert gold.rows[0].kind == "query" and not gold.rows[0].answerable
+
+
+def test_committed_seed_gold_set_has_the_shapes_people_paste():
+    gold = load_gold(GOLD / "seeds.jsonl")
+    rows = gold.rows
+    assert len(rows) >= 100
+    assert sum(not r.answerable for r in rows) >= 20
+    logs = [r for r in rows if r.kind == "log"]
+    assert sum(r.query.count("\n") >= 30 for r in logs) >= 20  # long pastes, not one-liners
+    assert {r.lang for r in rows if r.kind == "question"} == {"zh", "en"}
+    assert {r.lang for r in rows if not r.answerable} == {"zh", "en"}
+
+
+@needs_shared
+def test_crosslingual_generator_reproduces_the_committed_sets():
+    spec = importlib.util.spec_from_file_location("make_crosslingual", ROOT / "eval" / "make_crosslingual.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sets = mod.build_sets(SHARED)
+    for name, rows in sets.items():
+        assert (GOLD / name).read_text("utf-8") == mod.render(rows), (
+            f"{name} is stale: run eval/make_crosslingual.py"
+        )
+    assert (
+        len(sets["crosslingual_zh2en.jsonl"]) - 1 == 233 and len(sets["crosslingual_both.jsonl"]) - 1 == 466
+    )
+
+
+# ---- indexes, CLI, baselines (real seed index, real embedder) ----------------------------------
+
+
+@pytest.mark.slow
+def test_language_subset_is_the_index_of_one_language(seeds_index):
+    from index.embed import get_embedder
+    from index.search import Searcher
+    from index.store import load
+
+    full = load(seeds_index)
+    en = language_subset(full, ["en"])
+    assert {e.lang for e in en.entries} == {"en"} and 0 < len(en.entries) < len(full.entries)
+    assert all(e.translation is None for e in en.entries)  # their partners are not indexed
+    assert en.vectors.size == len(en.row_entry) and set(en.row_entry.tolist()) == set(range(len(en.entries)))
+    hits = (
+        Searcher(en, get_embedder())
+        .search("HCCL 分布式训练报错 Init plugin so failed, ret = 1343225860")
+        .hits
+    )
+    assert hits and hits[0].entry.lang == "en" and hits[0].translation is None
+
+
+@pytest.mark.slow
+@needs_shared
+def test_kb_eval_json_has_the_numbers_and_the_misses(seeds_index):
+    from kb.cli import main
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert (
+            main(["eval", str(GOLD / "seeds.jsonl"), "--index", str(seeds_index), "--json", "--k", "5"]) == 0
+        )
+    report = json.loads(out.getvalue())
+    [s] = report["sets"]
+    ours = s["systems"]["ours"]
+    assert report["k"] == 5 and s["unresolved_expected"] == []
+    o = ours["overall"]
+    assert o["queries"] == o["answerable"] + o["unanswerable"] and o["unanswerable"] >= 20
+    for key in (
+        "hit@1",
+        "hit@5",
+        "mrr@5",
+        "ndcg@5",
+        "abstention",
+        "false_abstention",
+        "latency_ms_median",
+        "latency_ms_p95",
+    ):
+        assert o[key] is not None, key
+    assert {"log", "question"} <= set(ours["by_kind"]) and "en->zh" in ours["by_direction"]
+    wrong = round((1 - o["hit@1"]) * o["answerable"]) + round((1 - o["abstention"]) * o["unanswerable"])
+    assert len(ours["misses"]) >= wrong and all(
+        m["why"] and m["expected"] is not None for m in ours["misses"]
+    )
+
+
+@pytest.mark.slow
+@needs_shared
+def test_langchain_recipe_maps_chunks_back_to_entries(seeds_index):
+    from index.embed import get_embedder
+    from kb.config import load_settings
+    from kb.evaluate import LangChainRecipe
+
+    target = Indexes(load_settings(), str(seeds_index)).for_set(load_gold(GOLD / "seeds.jsonl"))
+    recipe = LangChainRecipe(target, get_embedder())
+    docs = recipe.store.similarity_search("Init plugin so failed, ret = 1343225860", k=4)
+    assert docs and all(len(d.page_content) <= 1000 for d in docs)
+    for d in docs:  # the line span recorded for each chunk is where its text sits in the file
+        lines = (SHARED / "seeds" / d.metadata["doc"]).read_text("utf-8").split("\n")
+        first = d.page_content.split("\n")[0]
+        assert first in lines[d.metadata["start_line"] - 1]
+    # A chunk holding the error maps to the entry whose lines hold it (and only to entries it overlaps).
+    [chunk] = [
+        d
+        for d in recipe.store.similarity_search("Init plugin so failed, ret = 1343225860", k=20)
+        if "1343225860" in d.page_content and d.metadata["doc"].startswith("001")
+    ][:1]
+    mapped = [
+        recipe.loaded.entries[i]
+        for i in recipe._entries_of(
+            chunk.metadata["doc"], chunk.metadata["start_line"], chunk.metadata["end_line"]
+        )
+    ]
+    assert mapped and all(
+        e.start_line <= chunk.metadata["end_line"] and e.end_line >= chunk.metadata["start_line"]
+        for e in mapped
+    )
+    assert any(e.start_line <= 5 <= e.end_line for e in mapped)
+    out = recipe.run("Init plugin so failed, ret = 1343225860", 5)
+    assert not out.no_match and 0 < len(out.shown) <= 5
+    assert len({s.entry.id for s in out.shown}) == len(out.shown)  # entries, not repeated chunks
+
+
+# ---- the CI gate ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gate_results():
+    """The committed gold sets, our search and the two cheap baselines, indexes built once."""
+    sets = [GOLD / name for name in FLOORS["sets"]]
+    results = evaluate(sets, k=FLOORS["k"], systems=("ours", "bm25", "dense"))
+    return {r.gold.path.name: r for r in results}
+
+
+CHECKS = [
+    (name, metric, bound, side)
+    for name, f in FLOORS["sets"].items()
+    for side in ("at_least", "at_most")
+    for metric, bound in f.get(side, {}).items()
+]
+
+
+@pytest.mark.slow
+@needs_shared
+@pytest.mark.parametrize("name,metric,bound,side", CHECKS, ids=[f"{n}-{m}" for n, m, _, _ in CHECKS])
+def test_gate_metric_holds_its_floor(gate_results, name, metric, bound, side):
+    value = grouped(gate_results[name].judged["ours"], FLOORS["k"])["overall"][metric]
+    assert value is not None, f"{name}: {metric} was not measured"
+    if side == "at_least":
+        assert value >= bound, f"{name}: {metric} {value:.4f} fell below the floor {bound} (eval/floors.json)"
+    else:
+        assert value <= bound, (
+            f"{name}: {metric} {value:.4f} rose above the ceiling {bound} (eval/floors.json)"
+        )
+
+
+@pytest.mark.slow
+@needs_shared
+@pytest.mark.parametrize("name", list(FLOORS["sets"]))
+def test_gate_gold_set_resolves_and_beats_its_baselines(gate_results, name):
+    res = gate_results[name]
+    assert res.unresolved == [], f"expected entries no longer in the index: {res.unresolved[:5]}"
+    ours = grouped(res.judged["ours"], FLOORS["k"])["overall"]["hit@1"]
+    for baseline in FLOORS["sets"][name]["beats"]:
+        theirs = grouped(res.judged[baseline], FLOORS["k"])["overall"]["hit@1"]
+        assert ours > theirs, f"{name}: Hit@1 {ours} does not beat {baseline} ({theirs})"

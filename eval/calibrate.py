@@ -34,17 +34,9 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from index.search import Gate  # noqa: E402
 from kb.config import load_settings  # noqa: E402
-from kb.evaluate import evaluate  # noqa: E402
+from kb.evaluate import GOLD_FILES, evaluate  # noqa: E402
 
-DEFAULT_SETS = [
-    HERE / "gold" / f
-    for f in (
-        "seeds.jsonl",
-        "crosslingual_zh2en.jsonl",
-        "crosslingual_en2zh.jsonl",
-        "crosslingual_both.jsonl",
-    )
-]
+DEFAULT_SETS = [HERE / "gold" / f for f in GOLD_FILES]
 GRID = {
     "signature_overlap": np.round(np.arange(0.40, 1.01, 0.05), 3),
     "dense_alone": np.round(np.arange(0.45, 0.801, 0.025), 3),

@@ -24,18 +24,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from kb.evaluate import SYSTEM_LABELS, SYSTEMS, evaluate, grouped, markdown_table  # noqa: E402
+from kb.evaluate import GOLD_FILES, SYSTEM_LABELS, SYSTEMS, evaluate, grouped, markdown_table  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
-DEFAULT_SETS = [
-    HERE / "gold" / f
-    for f in (
-        "seeds.jsonl",
-        "crosslingual_zh2en.jsonl",
-        "crosslingual_en2zh.jsonl",
-        "crosslingual_both.jsonl",
-    )
-]
+DEFAULT_SETS = [HERE / "gold" / f for f in GOLD_FILES]
 K = 10
 
 

@@ -18,76 +18,16 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from conftest import needs_shared
+from servers import kb_serve
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
 LOAD_SECONDS = float(os.environ.get("KB_LOAD_SECONDS", "60"))
 CLIENTS = 20
-
-
-# -- a real server -------------------------------------------------------------------------------
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    base: str
-    port: int
-    proc: subprocess.Popen
-    log: Path
-
-    def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
-
-@contextmanager
-def serve(index: Path, log: Path, env: dict | None = None, startup_s: float = 150.0):
-    """`kb serve --index INDEX` on 127.0.0.1 and a free port, with `env` added; yields once healthy."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(index), "--port", str(port)]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        )
-    server = Server(f"http://127.0.0.1:{port}", port, proc, log)
-    try:
-        deadline = time.monotonic() + startup_s
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"kb serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if request(server.port, "GET", "/api/health", timeout=5)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"kb serve not healthy after {startup_s}s:\n{log.read_text()}")
-            time.sleep(0.3)
-        yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def request(port: int, method: str, path: str, body: dict | None = None, conn=None, timeout: float = 120):
@@ -201,7 +141,7 @@ def pct(values: list[float], q: float) -> float:
 def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(seeds_index, index)
-    with serve(index, tmp_path / "serve.log") as srv:
+    with kb_serve(index, tmp_path / "serve.log") as srv:
         # What each short question should get, asked one at a time before the load.
         expected = {}
         for kind in ("search", "ask"):

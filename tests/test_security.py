@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from openai_stub import OpenAIStub, Reply, closed_port_url
+from servers import kb_serve
 from slack_stub import Call, SlackStub
-from test_reliability_load import serve
 
 pytestmark = pytest.mark.slow
 needs_llm = pytest.mark.skipif(
@@ -149,7 +149,7 @@ def server(evil_index, llm_stub, tmp_path_factory):
         "KB_LLM_MAX_RETRIES": "0",
         "GRADIO_TEMP_DIR": str(tmp_path_factory.mktemp("gradio-tmp")),  # uploads land here, not in /tmp
     }
-    with serve(evil_index, tmp_path_factory.mktemp("security-log") / "serve.log", env=env) as srv:
+    with kb_serve(evil_index, tmp_path_factory.mktemp("security-log") / "serve.log", env=env) as srv:
         yield srv
 
 

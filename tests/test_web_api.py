@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from servers import kb_serve
 
 from ingest.entry import Entry
 
@@ -33,47 +34,11 @@ NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
 # ---------------------------------------------------------------------------------------------
 # A real server
 # ---------------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def kb_server(index: Path, log_path: Path, startup_s: float = 150.0, env: dict[str, str] | None = None):
     """`kb serve --index INDEX` on 127.0.0.1 and a free port; yields the base URL once healthy."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(index), "--port", str(port)]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + startup_s
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"kb serve exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                with urllib.request.urlopen(base + "/api/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"kb serve not healthy after {startup_s}s:\n{log_path.read_text()}")
-            time.sleep(0.3)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with kb_serve(index, log_path, env=env, startup_s=startup_s) as server:
+        yield server.base
 
 
 def call(base: str, method: str, path: str, body=None, raw: bytes | None = None, headers=None):

@@ -103,19 +103,78 @@ def build_lock(directory: Path, wait: bool = True) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _previous_vectors(directory: Path, manifest: dict | None, emb_id: str) -> dict[str, np.ndarray]:
-    """Vectors of the live generation keyed by text hash, if made by the same embedder."""
+def _previous_vectors(
+    directory: Path, manifest: dict | None, emb_id: str
+) -> tuple[dict[str, int], np.ndarray]:
+    """The live generation's vectors (memory-mapped) and text hash -> row, if made by the same
+    embedder; else nothing."""
+    nothing: tuple[dict[str, int], np.ndarray] = ({}, np.zeros((0, 0), dtype=np.float32))
     if not manifest or manifest.get("embedder", {}).get("id") != emb_id:
-        return {}
-    gen = directory / manifest["generation"]
+        return nothing
     try:
+        gen = directory / manifest["generation"]
         keys = json.loads((gen / "rows.json").read_text("utf-8"))["keys"]
         vecs = np.load(gen / "vectors.npy", mmap_mode="r")
     except (OSError, ValueError, KeyError):
-        return {}
+        return nothing
     if len(keys) != len(vecs):
-        return {}
-    return {k: vecs[i] for i, k in enumerate(keys)}
+        return nothing
+    return {k: i for i, k in enumerate(keys)}, vecs
+
+
+def _gather(keys: list[str], sources: list[tuple[dict[str, int], np.ndarray]], dim: int) -> np.ndarray:
+    """The row matrix, copied in bulk from each (text hash -> row, vectors) source; copying
+    row by row through a dict of row views cost ~5 s at 100k entries."""
+    out = np.zeros((len(keys), dim), dtype=np.float32)
+    for where, vecs in sources:
+        if where:
+            src = np.fromiter((where.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+            hit = src >= 0
+            out[hit] = vecs[src[hit]]
+    return out
+
+
+def _lexical_keys(entries: list[Entry]) -> list[str]:
+    """A key per entry for reusing its BM25 term counts: every field of the entry, plus the
+    code that turns entries into tokens (any change to index/ or ingest/, or to jieba, gives
+    new keys, so tokens are never reused across a tokenizer change)."""
+    from dataclasses import fields
+
+    import ingest
+
+    h = hashlib.sha1()
+    for folder in (Path(__file__).parent, Path(ingest.__file__).parent):
+        for f in sorted(folder.glob("*.py")):
+            h.update(f.name.encode() + f.read_bytes())
+    try:
+        from importlib.metadata import version
+
+        h.update(version("jieba").encode())
+    except Exception:  # pragma: no cover - jieba is a dependency
+        pass
+    code = h.hexdigest()
+    names = [f.name for f in fields(Entry)]
+    return [
+        hashlib.sha1(
+            (code + repr(tuple(getattr(e, n) for n in names))).encode("utf-8", "surrogatepass")
+        ).hexdigest()[:20]
+        for e in entries
+    ]
+
+
+def _build_lexical(directory: Path, manifest: dict | None, entries: list[Entry]) -> Bm25:
+    """BM25 of the entries; the term counts of entries unchanged since the live generation are
+    copied from it rather than tokenized again (jieba makes tokenizing the slow part)."""
+    keys = _lexical_keys(entries)
+    previous = None
+    if manifest:
+        try:
+            previous = Bm25.load(directory / manifest["generation"], counts=True)
+        except Exception:  # no reusable counts (older index, damaged files): tokenize everything
+            previous = None
+    known = previous.key_rows() if previous is not None else {}
+    docs = [None if k in known else lexical_tokens(e) for e, k in zip(entries, keys, strict=True)]
+    return Bm25.build(docs, keys=keys, previous=previous if known else None)
 
 
 def build(
@@ -130,65 +189,59 @@ def build(
     t0 = time.perf_counter()
     directory = Path(directory)
     with build_lock(directory):
-        old = read_manifest(directory) if (directory / "manifest.json").exists() else None
-        cache = _previous_vectors(directory, old, embedder.id)
+        try:
+            old = read_manifest(directory)
+        except IndexError_:  # a damaged manifest is what this build replaces: nothing to reuse
+            old = None
+        prev_where, prev_vecs = _previous_vectors(directory, old, embedder.id)
 
         rows: list[tuple[int, str, str]] = []  # (entry index, kind, text)
         for i, e in enumerate(entries):
             for kind, text in dense_views(e):
                 rows.append((i, kind, text))
         keys = [text_key(t) for _, _, t in rows]
-        todo = sorted({k: t for k, (_, _, t) in zip(keys, rows, strict=True) if k not in cache}.items())
+        todo = sorted({k: t for k, (_, _, t) in zip(keys, rows, strict=True) if k not in prev_where}.items())
         t_embed = time.perf_counter()
+        dim = embedder.dim
+        fresh_where: dict[str, int] = {}
+        fresh = np.zeros((0, dim), dtype=np.float32)
         if todo:
             if progress:
                 progress("embed", 0, len(todo))
             fresh = embedder.embed(
                 [t for _, t in todo], progress=(lambda d, n: progress("embed", d, n)) if progress else None
             )
-            cache.update({k: fresh[i] for i, (k, _) in enumerate(todo)})
+            fresh_where = {k: i for i, (k, _) in enumerate(todo)}
         seconds_embed = time.perf_counter() - t_embed
-        dim = embedder.dim
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        for r, k in enumerate(keys):
-            vectors[r] = cache[k]
+        vectors = _gather(keys, [(prev_where, prev_vecs), (fresh_where, fresh)], dim)
+
+        def vector_of(key: str) -> np.ndarray:
+            i = fresh_where.get(key)
+            return fresh[i] if i is not None else prev_vecs[prev_where[key]]
 
         t_link = time.perf_counter()
         if link is not None:
             # Linking compares question titles across languages; their vectors are rows already.
             def title_vectors(texts: list[str]) -> np.ndarray:
-                return np.stack([cache[text_key(t)] for t in texts]) if texts else np.zeros((0, dim))
+                return np.stack([vector_of(text_key(t)) for t in texts]) if texts else np.zeros((0, dim))
 
             entries = link(entries, title_vectors)
 
         t_lexical = time.perf_counter()
         if progress:
-            progress("index", 0, 3)
-        bm25 = Bm25.build([lexical_tokens(e) for e in entries])
+            progress("index", 0, 2)
+        bm25 = _build_lexical(directory, old, entries)
         t_vectors = time.perf_counter()
-        if progress:
-            progress("index", 1, 3)
         store = VectorStore.build(vectors)
         t_write = time.perf_counter()
         if progress:
-            progress("index", 2, 3)
+            progress("index", 1, 2)
 
-        gen_name = f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        # The random part keeps two builds in one second of one process (a server's rebuild, a
+        # test) from colliding with the generation that is live.
+        gen_name = f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.urandom(3).hex()}"
         gen = directory / gen_name
         tmp = directory / (gen_name + ".partial")
-        tmp.mkdir(parents=True)
-        with open(tmp / "entries.jsonl", "w", encoding="utf-8") as fh:
-            for e in entries:
-                fh.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
-        (tmp / "rows.json").write_text(
-            json.dumps({"entry": [r[0] for r in rows], "kind": [r[1] for r in rows], "keys": keys}), "utf-8"
-        )
-        np.save(tmp / "vectors.npy", vectors)
-        store.save(tmp / "faiss.index")
-        bm25.save(tmp)
-        _fsync_dir(tmp)
-        os.replace(tmp, gen)
-
         manifest = {
             "format": FORMAT_VERSION,
             "generation": gen_name,
@@ -205,16 +258,36 @@ def build(
             "problems": problems or [],
             "entries": {e.id: e.content_hash for e in entries},
         }
-        tmp_manifest = directory / "manifest.json.partial"
-        tmp_manifest.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), "utf-8")
-        with open(tmp_manifest, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp_manifest, directory / "manifest.json")
+        try:
+            tmp.mkdir(parents=True)
+            with open(tmp / "entries.jsonl", "w", encoding="utf-8") as fh:
+                for e in entries:
+                    fh.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
+            (tmp / "rows.json").write_text(
+                json.dumps({"entry": [r[0] for r in rows], "kind": [r[1] for r in rows], "keys": keys}),
+                "utf-8",
+            )
+            np.save(tmp / "vectors.npy", vectors)
+            store.save(tmp / "faiss.index")
+            bm25.save(tmp)
+            _fsync_dir(tmp)
+            os.replace(tmp, gen)
+
+            tmp_manifest = directory / "manifest.json.partial"
+            tmp_manifest.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), "utf-8")
+            with open(tmp_manifest, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp_manifest, directory / "manifest.json")
+        except BaseException:
+            # Disk full, a permission error, Ctrl+C: the old generation stays live; remove what this
+            # build wrote so a full disk is not left fuller (a SIGKILL's debris goes at the next build).
+            _discard(directory, gen_name)
+            raise
         _fsync_dir(directory)
         _remove_stale(directory, keep=gen_name)
         t_end = time.perf_counter()
         if progress:
-            progress("index", 3, 3)
+            progress("index", 2, 2)
         return BuildStats(
             entries=len(entries),
             rows=len(rows),
@@ -239,6 +312,17 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _discard(directory: Path, gen_name: str) -> None:
+    try:
+        live = (read_manifest(directory) or {}).get("generation")
+    except IndexError_:
+        live = None
+    if live != gen_name:
+        shutil.rmtree(directory / gen_name, ignore_errors=True)
+    shutil.rmtree(directory / (gen_name + ".partial"), ignore_errors=True)
+    (directory / "manifest.json.partial").unlink(missing_ok=True)
 
 
 def _remove_stale(directory: Path, keep: str) -> None:

@@ -276,7 +276,12 @@ class SentenceTransformerEmbedder:
                 f"cannot load sentence-transformers model {name!r}: {e}. Give a local path, or allow "
                 "hub downloads (HF_HUB_OFFLINE unset) on a machine with network access."
             ) from e
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        # sentence-transformers 6 renamed the method; older releases only have the first name.
+        dim_of = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        self.dim = int(dim_of())
         self.id = f"st/{name}"
 
     def embed(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:

@@ -46,7 +46,12 @@ from .service import KbError
 
 SYSTEMS = ("ours", "bm25", "dense", "langchain")
 # The committed gold sets under eval/gold/, in the order the reports list them.
-GOLD_FILES = ("seeds.jsonl", "crosslingual_zh2en.jsonl", "crosslingual_en2zh.jsonl", "crosslingual_both.jsonl")
+GOLD_FILES = (
+    "seeds.jsonl",
+    "crosslingual_zh2en.jsonl",
+    "crosslingual_en2zh.jsonl",
+    "crosslingual_both.jsonl",
+)
 SYSTEM_LABELS = {
     "ours": "ours (query views + BM25 + error signatures, fused, no-match gate)",
     "bm25": "BM25 only",

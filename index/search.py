@@ -251,9 +251,10 @@ class Searcher:
         seen = dense[dense > -1]
         floor = float(seen.min()) if len(seen) else 0.0
         top_bm = float(bm.max()) if len(bm) and bm.max() > 0 else 1.0
+        lexical_scale = LEXICAL_WEIGHT * self._known_share(tokens) / top_bm  # once per query, not per entry
         fused = {
             e: max(float(dense[e]), floor)
-            + LEXICAL_WEIGHT * self._known_share(tokens) * float(bm[e]) / top_bm
+            + lexical_scale * float(bm[e])
             + SIGNATURE_WEIGHT * overlap.get(e, (0.0, None))[0]
             for e in candidates
         }

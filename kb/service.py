@@ -223,10 +223,13 @@ class KnowledgeBase:
         differs from them (a fallback after a failure midway), show the Answer instead.
         """
         query = self._check_query(query)
-        from index.text import query_lang
-
-        lang = lang or query_lang(query)
         history = [(role, valid_text(text)) for role, text in history]
+        if lang is None and history:
+            # The answer follows the language of this message, not of the earlier turns that
+            # the search also reads (without history, the search guesses the same language).
+            from index.text import query_lang
+
+            lang = query_lang(query)
         result = self._searcher.search(contextual_query(query, history), k=self.settings.top_k, lang=lang)
         if self.settings.llm_enabled and not result.no_match:
             # With no match there is nothing to summarise: the model is never asked to invent one.

@@ -137,7 +137,8 @@ def test_kb_ingest_without_paths_repairs_from_the_recorded_sources(seeds_index, 
     assert search.returncode == 1 and "is damaged" in search.stderr and "Traceback" not in search.stderr
     repair = kb_cli("ingest", "--index", str(index))
     assert repair.returncode == 0, repair.stderr
-    assert "(0 texts embedded, 137 reused" in repair.stdout, repair.stdout
+    reused = re.search(r"\(0 texts embedded, (\d+) reused", repair.stdout)
+    assert reused and int(reused.group(1)) > 100, repair.stdout
     assert answers(index)
 
 
@@ -285,7 +286,7 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
 
         procs: list[subprocess.Popen] = []
         try:
-            procs.append(start(str(SEEDS)))  # 137 texts to embed from scratch: seconds
+            procs.append(start(str(SEEDS)))  # ~160 texts to embed from scratch: seconds
             deadline = time.monotonic() + 120
             while not any(line.startswith("embed: 0/") for line in lines):  # it holds the lock now
                 assert procs[0].poll() is None and time.monotonic() < deadline, lines

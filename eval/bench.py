@@ -23,8 +23,8 @@ What it does, per size N:
 Once per run: the cold start of a `kb search` process on the bundled KB (median of several).
 
 Built indexes are cached in the cache folder between runs (keyed by the code that shapes them);
---rebuild forces fresh builds. Results: OUT/bench.md and OUT/bench.png; every number in JSON at
---json (default CACHE/bench.json).
+--rebuild forces fresh builds. Results: OUT/bench.md, OUT/bench.png and OUT/bench.json (every
+number).
 """
 
 from __future__ import annotations
@@ -902,7 +902,6 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse cached indexes even if the code that shapes them changed",
     )
     p.add_argument("--skip", default="", help="comma-separated: langchain,cold,reingest")
-    p.add_argument("--json", type=Path, help="where the raw numbers go (default: CACHE/bench.json)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("worker_args", nargs="?", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -937,7 +936,7 @@ def main(argv: list[str] | None = None) -> int:
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
 
     args.out.mkdir(parents=True, exist_ok=True)
-    json_path = args.json or args.cache / "bench.json"
+    json_path = args.out / "bench.json"
     json_path.write_text(json.dumps(report, indent=1))
     (args.out / "bench.md").write_text(render_markdown(report), "utf-8")
     render_chart(report, args.out / "bench.png")
@@ -1182,8 +1181,7 @@ def render_markdown(r: dict) -> str:
     out += [
         "",
         "Mild variant: only the title qualifier, because the full variation changed how a file parses; "
-        "unvaried copy: the file as it is, for the same reason. Raw numbers: `--json` (default "
-        "`/tmp/kb-bench/bench.json`).",
+        "unvaried copy: the file as it is, for the same reason. Raw numbers: `bench.json`.",
         "",
     ]
     return "\n".join(out)

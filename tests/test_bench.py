@@ -181,7 +181,7 @@ def test_tiny_benchmark_report(tmp_path, bundled_kb):
     argv += ["--cache", str(tmp_path / "cache"), "--kb-home", os.environ["KB_HOME"]]
     assert bench.main(argv) == 0
 
-    report = json.loads((tmp_path / "cache" / "bench.json").read_text())
+    report = json.loads((out / "bench.json").read_text())
     (size,) = report["sizes"]
     ingest = size["ingest"]
     assert 60 <= ingest["entries"] == size["corpus"]["entries"] < 200

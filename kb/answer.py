@@ -108,6 +108,15 @@ def _prose_and_command_blocks(body: str) -> str:
     return "\n".join(out)
 
 
+# Real HTML tags only (`<br/>`, `<font size=3>`): `<hostname>` or `<image>` in a command is a
+# placeholder the reader must see.
+_HTML_TAG = re.compile(
+    r"</?(br|font|a|img|p|div|span|b|i|u|strong|em|sup|sub|details|summary|center|table|tr|td|th|"
+    r"ul|ol|li|hr|h[1-6])\b[^<>]*/?>",
+    re.I,
+)
+
+
 def key_text(entry: Entry, limit: int = 900) -> str:
     """The part of an entry that answers: the text after `A:` when there is one, else all of it,
     without illustrative output."""
@@ -117,7 +126,7 @@ def key_text(entry: Entry, limit: int = 900) -> str:
         text = text[m.end() :]
     lines = [ln.rstrip() for ln in text.split("\n")]
     cleaned = "\n".join(ln for ln in lines if ln.strip() not in ("<br/>", "<br>"))
-    cleaned = re.sub(r"<[^>]+>", "", cleaned).strip()
+    cleaned = _HTML_TAG.sub("", cleaned).strip()
     if not cleaned:
         cleaned = answer_text(entry, limit)
     cleaned = re.sub(r"\n{3,}", "\n\n", cleaned)

@@ -52,3 +52,27 @@ def test_language_guess():
     assert guess_lang("## Q: 进行HCCL分布式训练出错：`Init plugin so failed`？") == "zh"
     assert guess_lang("NCCL_SOCKET_IFNAME 设置了还是报错怎么办") == "zh"
     assert guess_lang("The NCCL error shows when the network is down.\n```\n中文日志\n```") == "en"
+
+
+def test_extractive_answer_keeps_placeholders_and_drops_html():
+    from ingest.entry import Entry
+    from kb.answer import key_text
+
+    body = (
+        "A: Check the DNS entry first.<br/>\n\n```bash\nnslookup <hostname>\n"
+        "docker run --shm-size 32G -it <image> /bin/bash\n```\n\n<font size=3>done</font>\n"
+    )
+    e = Entry(
+        id="x",
+        content_hash="h",
+        doc="d.md",
+        lang="en",
+        title="t",
+        heading_path=(),
+        body=body,
+        start_line=1,
+        end_line=9,
+    )
+    text = key_text(e)
+    assert "nslookup <hostname>" in text and "-it <image> /bin/bash" in text
+    assert "<br/>" not in text and "<font" not in text and "done" in text

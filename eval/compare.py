@@ -24,7 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from kb.evaluate import GOLD_FILES, SYSTEM_LABELS, SYSTEMS, evaluate, grouped, markdown_table  # noqa: E402
+from kb.evaluation.metrics import grouped  # noqa: E402
+from kb.evaluation.run import GOLD_FILES, evaluate, markdown_table  # noqa: E402
+from kb.evaluation.systems import SYSTEM_LABELS, SYSTEMS  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
 DEFAULT_SETS = [HERE / "gold" / f for f in GOLD_FILES]

@@ -1,4 +1,4 @@
-"""Text handling shared by indexing and querying: tokens for BM25, log cleaning, signatures.
+"""Text handling shared by indexing and querying: tokens for BM25 and log-line cleaning.
 
 The tokenizer keeps identifiers whole *and* split (`NCCL_SOCKET_IFNAME` -> the whole name plus
 `nccl`, `socket`, `ifname`), keeps numbers that are error codes (`1343225860`), and segments
@@ -9,11 +9,9 @@ never pays its start-up cost).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
-from ingest.lang import cjk_count, guess_lang
-from ingest.signals import is_error_line
+from ingest.lang import cjk_count
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # An identifier-ish run: letters, digits and the joiners that identifiers, paths and versions use.
@@ -101,93 +99,3 @@ def clean_line(line: str) -> str:
     s = _PID.sub(" ", s)
     s = _RANK.sub(lambda m: m.group(1), s)
     return _SPACES.sub(" ", s).strip()
-
-
-def looks_like_log(text: str) -> bool:
-    return text.count("\n") >= 2 or bool(LOG_HINT.search(text))
-
-
-@dataclass(frozen=True)
-class QueryText:
-    """What a query is made of, once a paste has been read as a log."""
-
-    raw_lang: str
-    cleaned: str  # whole query, noise removed, repeated lines collapsed
-    signature_lines: tuple[str, ...]  # error lines, most telling first
-    question: str  # non-log prose the user typed around the paste (may be empty)
-    is_log: bool
-
-
-# A line that is ordinary prose typed by a person rather than printed by a program: few of
-# the symbols programs print, and words people use about their own situation.
-_PROSE = re.compile(r"^[^\[\]{}=<>|\\]*$")
-_PERSON = re.compile(
-    r"\b(I|I'm|I've|my|we|our|us|me|you|why|how|what|anyone|does|doesn't|should|is it|it's)\b", re.I
-)
-
-
-def _typed_by_person(raw: str, line: str) -> bool:
-    """English prose around a paste ("works on one node, node2 prints:"): it says what the user
-    was doing, which no log line says."""
-    words = line.split()
-    return (
-        len(words) >= 5
-        and bool(_PROSE.match(raw.strip()))
-        and not LOG_HINT.search(raw)
-        and not is_error_line(line)
-        and (bool(_PERSON.search(line)) or line.endswith("?"))
-        and sum(c.isalpha() or c.isspace() for c in line) >= 0.75 * len(line)
-    )
-
-
-def read_query(text: str, max_signatures: int = 8) -> QueryText:
-    text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n")
-    is_log = looks_like_log(text)
-    if not is_log:
-        cleaned = clean_line(text) if len(text) < 2000 else _SPACES.sub(" ", text).strip()
-        sigs = (cleaned,) if is_error_line(cleaned) else ()
-        return QueryText(guess_lang(text), cleaned, sigs, cleaned, False)
-
-    seen: set[str] = set()
-    cleaned_lines: list[str] = []
-    question_lines: list[str] = []
-    scored: list[tuple[float, int, str]] = []
-    for i, raw in enumerate(text.split("\n")):
-        line = clean_line(raw)
-        if not line or line in seen:  # repeated lines (every rank prints the same error) count once
-            continue
-        seen.add(line)
-        cleaned_lines.append(line)
-        if (cjk_count(line) >= 2 and not LOG_HINT.search(raw)) or _typed_by_person(raw, line):
-            question_lines.append(line)
-        if is_error_line(line):
-            scored.append((signature_weight(line), i, line))
-    # Best first; ties keep the *later* line (the key line of a crash is usually near the end).
-    scored.sort(key=lambda t: (-t[0], -t[1]))
-    sigs = tuple(s for _, _, s in scored[:max_signatures])
-    question = " ".join(question_lines)[:2000]
-    lang = "zh" if question and cjk_count(question) >= 2 else guess_lang(text[:20000])
-    cleaned = "\n".join(cleaned_lines)
-    return QueryText(lang, cleaned, sigs, question, True)
-
-
-_STRONG = re.compile(
-    r"^\s*(?:[\w.]+\.)?\w*(Error|Exception)\s*:|\berror\s*\(\d+\)|\bret\s*=\s*-?\d{3,}|\bnccl\w+Error\b|"
-    r"\b(NCCL|HCCL|UCX|MPI)\b.*\b(WARN|ERROR|error|failed)|Error Number|\bfailed\b",
-    re.I,
-)
-
-
-def signature_weight(line: str) -> float:
-    w = 1.0
-    if _STRONG.search(line):
-        w += 2.0
-    if re.search(r"\b(WARN|WARNING)\b", line) and not re.search(r"error|fail", line, re.I):
-        w -= 0.5  # warnings are often noise next to the real error
-    if len(line) < 20:
-        w -= 0.5
-    return w
-
-
-def query_lang(text: str) -> str:
-    return read_query(text[:200000]).raw_lang if looks_like_log(text) else guess_lang(text)

@@ -12,6 +12,7 @@ import re
 from ingest.entry import Entry
 from ingest.signals import prose
 
+from .codes import error_codes
 from .text import clean_line, tokenize
 
 MAX_SIGNATURE_VIEWS = 6
@@ -54,4 +55,5 @@ def lexical_tokens(entry: Entry) -> list[str]:
     parts.extend(clean_line(s) for s in entry.signatures)
     parts.append(answer_text(entry, limit=3000))
     parts.extend(entry.commands)
-    return tokenize("\n".join(parts))
+    # Error codes with their names (`nccl_error_2`): the rare terms that tell error(2) from error(5).
+    return tokenize("\n".join(parts)) + sorted(error_codes(entry.title + "\n" + entry.body))

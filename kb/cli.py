@@ -177,7 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the baselines (BM25 only, dense only, LangChain recipe)",
     )
-    sp.set_defaults(func=_lazy("kb.evaluate", "eval_command"))
+    sp.add_argument(
+        "--no-cv",
+        action="store_true",
+        help="skip the cross-validation on real-post sets (only the committed model's numbers)",
+    )
+    sp.set_defaults(func=_lazy("kb.evaluation.run", "eval_command"))
 
     sp = sub.add_parser("serve", help="web chat (Gradio) and JSON API on one server")
     add_index(sp)

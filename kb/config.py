@@ -4,6 +4,7 @@ kb.toml is looked up at $KB_CONFIG, then ./kb.toml, then ~/.config/kb/kb.toml. E
 
     index = "/srv/kb/index"
     embedder = "usem3"                 # or a sentence-transformers name / local path
+    ranker = "models/my-embedder.json" # a ranking model fitted by eval/fit.py (default: the shipped one)
     [llm]
     model = "qwen2.5:7b-instruct"
     base_url = "http://127.0.0.1:11434/v1"
@@ -42,6 +43,7 @@ class LlmSettings:
 class Settings:
     index: str = ""  # empty: the bundled knowledge base, built on first use
     embedder: str = "usem3"
+    ranker: str = ""  # a ranking model file from eval/fit.py; empty: the one fitted for the default embedder
     top_k: int = 5
     max_query_bytes: int = 2 * 1024 * 1024  # larger pastes are refused at the door with a message
     docs_base_url: str = ""  # citations link here (+ doc path) when set

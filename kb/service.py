@@ -140,21 +140,36 @@ def check_query(query: str, max_bytes: int) -> str:
     return query
 
 
-# A follow-up shorter than this is read together with the conversation's earlier questions.
+# A follow-up longer than this is a new question, never read together with earlier turns.
 FOLLOW_UP_MAX_CHARS = 200
+FOLLOW_UP_MAX_WORDS = 5  # a follow-up leans on the context: "what if I use RoCE?" has one word of its own
+# A message that only acknowledges or thanks carries no question: it never pulls the earlier
+# topic back (the web chat used to answer "thanks!" with the first answer again).
+_SMALL_TALK = re.compile(
+    r"^\W*(thanks?|thank you( so much| very much)?|thx|ty|ok(ay)?|great|cool|nice|got it|perfect|awesome|"
+    r"solved|it works|谢谢(你|您)?|多谢|感谢|好的|好|明白了?|收到|了解了?|解决了|可以了)[\W\s]*$",
+    re.I,
+)
 
 
-def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str:
+def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str | None:
+    """The message read together with the conversation's earlier questions, for a short
+    follow-up ("what if I use RoCE?"); None when history cannot help it."""
+    from index.text import tokenize
+
     earlier = [text for role, text in history if role == "user" and text.strip()]
-    if not earlier or len(query) > FOLLOW_UP_MAX_CHARS:
-        return query
-    # The earlier question first, the follow-up last: the log reader weighs the last lines most.
+    if not earlier or len(query) > FOLLOW_UP_MAX_CHARS or _SMALL_TALK.match(query):
+        return None
+    if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS:
+        return None  # a question with this much of its own is a new topic, not a follow-up
+    # The earlier question first, the follow-up last: the post reader reads both.
     return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])
 
 
 class KnowledgeBase:
     def __init__(self, settings: Settings, index_dir: Path) -> None:
         from index.embed import get_embedder
+        from index.ranker import ModelError, load_model
         from index.search import Searcher
         from index.store import IndexError_, load
 
@@ -162,10 +177,11 @@ class KnowledgeBase:
         self.index_dir = Path(index_dir)
         try:
             loaded = load(self.index_dir, settings.embedder)
-        except IndexError_ as e:
+            self.model = load_model(settings.ranker or None)
+        except (IndexError_, ModelError) as e:
             raise KbError(str(e)) from e
         self.embedder = get_embedder(settings.embedder)
-        self._searcher = Searcher(loaded, self.embedder)
+        self._searcher = Searcher(loaded, self.embedder, self.model)
         self._lock = threading.Lock()
 
     @classmethod
@@ -195,7 +211,7 @@ class KnowledgeBase:
                 return False
             with self._lock:
                 loaded = load(self.index_dir, self.settings.embedder)
-                self._searcher = Searcher(loaded, self.embedder)
+                self._searcher = Searcher(loaded, self.embedder, self.model)
         except IndexError_ as e:
             raise KbError(str(e)) from e
         return True
@@ -207,6 +223,19 @@ class KnowledgeBase:
         query = self._check_query(query)
         return self._searcher.search(query, k=k or self.settings.top_k, lang=lang)
 
+    def search_in_context(self, query: str, history: Sequence[tuple[str, str]] = (), lang: str | None = None):
+        """A message that matches on its own is answered on its own; only a message that does
+        not (a short follow-up) is searched again together with the earlier questions. The
+        answer follows the language of this message, not of the earlier turns."""
+        result = self._searcher.search(query, k=self.settings.top_k, lang=lang)
+        if not result.no_match or not history:
+            return result
+        joined = contextual_query(query, history)
+        if joined is None:
+            return result
+        again = self._searcher.search(joined, k=self.settings.top_k, lang=lang or result.lang)
+        return again if not again.no_match else result
+
     def ask(
         self,
         query: str,
@@ -217,20 +246,14 @@ class KnowledgeBase:
         """Answer a question or a pasted log.
 
         history: earlier turns of the conversation as (role, text), role "user" or "assistant";
-        a short follow-up ("what if I use RoCE?") is searched together with the earlier question.
+        see search_in_context for how they are used.
         on_token: called with pieces of the answer text as they are produced (streaming doors).
         With an LLM configured the pieces are verified lines; if the returned Answer's text
         differs from them (a fallback after a failure midway), show the Answer instead.
         """
         query = self._check_query(query)
         history = [(role, valid_text(text)) for role, text in history]
-        if lang is None and history:
-            # The answer follows the language of this message, not of the earlier turns that
-            # the search also reads (without history, the search guesses the same language).
-            from index.text import query_lang
-
-            lang = query_lang(query)
-        result = self._searcher.search(contextual_query(query, history), k=self.settings.top_k, lang=lang)
+        result = self.search_in_context(query, history, lang)
         if self.settings.llm_enabled and not result.no_match:
             # With no match there is nothing to summarise: the model is never asked to invent one.
             from .llm import llm_answer

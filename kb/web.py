@@ -395,14 +395,14 @@ def build_ui(live: LiveKb):
     i18n = gr.I18n(**I18N)
 
     def respond(message: str, chat: list, history: list, lang_choice: str):
-        from index.text import query_lang
+        from index.post import read_post
 
         if not message or not message.strip():
             yield gr.skip(), gr.skip(), gr.skip()
             return
         kb = live.get()
         lang = None if lang_choice == "auto" else lang_choice
-        shown_lang = lang or query_lang(message)
+        shown_lang = lang or read_post(message[:200_000]).lang
         shown_lang = shown_lang if shown_lang in UI else "en"
         chat = [
             *chat,

@@ -17,22 +17,10 @@ import pytest
 from conftest import ROOT, SHARED, needs_shared
 
 from ingest.entry import Entry
-from kb.evaluate import (
-    Expected,
-    GoldRow,
-    Indexes,
-    Outcome,
-    Shown,
-    entry_matches,
-    evaluate,
-    grouped,
-    judge,
-    language_subset,
-    load_gold,
-    metrics,
-    misses,
-    norm_title,
-)
+from kb.evaluation.gold import Expected, GoldRow, entry_matches, load_gold, norm_title
+from kb.evaluation.indexes import Indexes, language_subset
+from kb.evaluation.metrics import Outcome, Shown, grouped, judge, metrics, misses
+from kb.evaluation.run import evaluate
 from kb.service import KbError
 
 GOLD = ROOT / "eval" / "gold"
@@ -143,6 +131,7 @@ def test_groups_by_kind_and_direction():
     j2 = judge(row([], kind="question"), Outcome(True, [], []), k=10, direction="zh->none")
     g = grouped([j1, j2], k=10)
     assert set(g["by_kind"]) == {"log", "question"} and set(g["by_direction"]) == {"en->zh", "zh->none"}
+    assert set(g["by_kb"]) == {"none"}  # rows of the project's own sets name no knowledge base
     assert g["by_kind"]["log"]["hit@1"] == 1.0 and g["by_direction"]["zh->none"]["abstention"] == 1.0
 
 
@@ -269,7 +258,7 @@ def test_kb_eval_json_has_the_numbers_and_the_misses(seeds_index):
 def test_langchain_recipe_maps_chunks_back_to_entries(seeds_index):
     from index.embed import get_embedder
     from kb.config import load_settings
-    from kb.evaluate import LangChainRecipe
+    from kb.evaluation.systems import LangChainRecipe
 
     target = Indexes(load_settings(), str(seeds_index)).for_set(load_gold(GOLD / "seeds.jsonl"))
     recipe = LangChainRecipe(target, get_embedder())

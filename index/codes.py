@@ -1,0 +1,80 @@
+"""Error identity: error codes kept together with what names them.
+
+`NCCL error(2)` and `NCCL error(5)` are different problems with different fixes, but a bag of
+words sees `nccl`, `error` and a digit that tokenizers drop. Crash-grouping systems key on the
+fingerprint first; so do we. Each code becomes one token that carries its namespace:
+
+    NCCL error(2) / NCCL Error 2: / Nccl error(2)   -> nccl_error_2
+    Cuda error(30) / cuda runtime error (10)         -> cuda_error_30 / cuda_error_10
+    ret = 1343225860 / ret[107001]                   -> ret_1343225860 / ret_107001
+    EI0006 / EJ0001 / EE9999 / E39999                 -> ei0006 / ej0001 / ee9999 / e39999
+    ERR99999 / ERR02200                              -> err99999 / err02200
+    error code is 507035 / Error Number: 2           -> code_507035 / code_2
+    [Errno 98] / errno: 98                           -> errno_98
+    exitcode: -9 / exit code 137 / exit status 255   -> exit_-9 / exit_137 / exit_255
+
+The tokens go into BM25 on both sides (so an exact code is a rare, heavy term) and into two
+ranking features: a shared code, and a conflicting one (same name, other number), which is how
+the error(5) entry stops winning an error(2) post.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAMED = re.compile(
+    r"\b([A-Za-z][A-Za-z]{1,15})(?:\s+runtime)?\s+error\s*(?:\(\s*(-?\d{1,6})\s*\)|[:=]?\s+(-?\d{1,6})\b(?=\s*[:,)]|\s*$))",
+    re.I,
+)
+_UNNAMED = re.compile(r"\berror\s*[=(]\s*(-?\d{1,6})\b", re.I)
+_ASCEND = re.compile(r"\b(E[A-Z]\d{4}|E\d{5}|ERR\d{5})\b")
+_RET = re.compile(r"\bret(?:\s*[=:]\s*|\s*\[\s*)(-?\d{1,12})\b", re.I)
+_CODE = re.compile(r"\b(?:error[ _]code|error number|err(?:or)?_?code|errcode)\s*(?:is|:|=)?\s*(-?\d{1,12})\b", re.I)
+_ERRNO = re.compile(r"\berrno\s*[:=]?\s*(-?\d{1,4})\b|\[Errno\s*(-?\d{1,4})\]", re.I)
+_EXIT = re.compile(r"\bexit(?:[ _]?code|[ _]status)\s*[:=]?\s*\(?(-?\d{1,4})\b", re.I)
+# Words before "error" that are not the name of a library or layer.
+_NOT_A_NAME = frozenset("an the this that runtime system unknown internal unhandled an some with".split())
+
+MAX_CHARS = 200_000  # a code is in the first part of a huge paste or in its error lines
+
+
+def error_codes(text: str) -> frozenset[str]:
+    """The error-identity tokens of a text (see the module docstring)."""
+    text = text[:MAX_CHARS]
+    found: set[str] = set()
+    for m in _NAMED.finditer(text):
+        name = m.group(1).lower()
+        num = m.group(2) or m.group(3)
+        if name not in _NOT_A_NAME:
+            found.add(f"{name}_error_{num}")
+    for m in _UNNAMED.finditer(text):
+        found.add(f"error_{m.group(1)}")
+    for m in _ASCEND.finditer(text):
+        found.add(m.group(1).lower())
+    for m in _RET.finditer(text):
+        if m.group(1) not in ("0", "-1"):
+            found.add(f"ret_{m.group(1)}")
+    for m in _CODE.finditer(text):
+        found.add(f"code_{m.group(1)}")
+    for m in _ERRNO.finditer(text):
+        found.add(f"errno_{m.group(1) or m.group(2)}")
+    for m in _EXIT.finditer(text):
+        if m.group(1) != "0":
+            found.add(f"exit_{m.group(1)}")
+    return frozenset(found)
+
+
+def code_name(code: str) -> str | None:
+    """The namespace of a numbered code (`nccl_error_2` -> `nccl_error`), None for codes that are
+    names themselves (`ei0006`)."""
+    head, sep, num = code.rpartition("_")
+    return head if sep and num.lstrip("-").isdigit() else None
+
+
+def conflicts(query: frozenset[str], entry: frozenset[str]) -> bool:
+    """The entry is about another number of a code the query names (error(5) vs error(2)) and
+    does not also cover the query's number."""
+    if not query or not entry or query & entry:
+        return False
+    names = {code_name(c) for c in query} - {None}
+    return any(code_name(c) in names for c in entry)

@@ -1,0 +1,200 @@
+"""Gold sets: the two formats `kb eval` reads, and what counts as a right answer.
+
+The project's own sets (eval/gold/*.jsonl), one query per line:
+
+    {"id": "...", "query": "...", "lang": "zh|en", "kind": "log|question|...",
+     "expected": [{"doc": "a/b.md", "line": 12} | {"doc": "a/b.md", "title": "..."}]}
+
+An optional first line `{"meta": {"kb": "shared:corpus", "langs": ["en"]}}` names the knowledge
+base ("shared:X" is X in the ../shared folder beside the checkout, or $KB_SHARED/X) and which of
+its languages are indexed. An entry is right when a line of `expected` lies inside it or its
+title is the expected one.
+
+Real posts (../shared/eval/real_dev.jsonl, described in ../shared/eval/README.md):
+
+    {"id": "dev-001", "text": "the post", "lang": "en|mixed|zh", "match": "exact|...|none",
+     "expected": [{"kb": "seeds|corpus", "doc": "...", "start_line": 1, "end_line": 9, ...}]}
+
+Each answerable row is searched in the index of its first expected item's knowledge base
+(`kb` names a folder of the shared folder); an unanswerable row (`expected: []`) in every
+knowledge base the set names, and it is turned away only when each of them says "no match". An
+entry is right when it comes from a labelled document and at least half of its lines lie inside
+the label's range.
+
+`expected: []` means nothing answers the query and the right output is no_match. A linked FAQ
+counts as found when either language version is shown, except for rows with a `translation`
+item, which check that the *shown* entry is the query's own-language one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ingest.entry import Entry
+
+from ..service import KbError
+
+
+@dataclass(frozen=True)
+class Expected:
+    doc: str
+    line: int | None = None
+    title: str | None = None
+    start: int | None = None  # a labelled line range (real posts); right when half the entry is inside
+    end: int | None = None
+    kb: str | None = None  # which knowledge base of the set the entry is in
+    translation_of: int | None = None  # the same answer as expected item i, in the other language
+
+
+@dataclass(frozen=True)
+class GoldRow:
+    id: str
+    query: str
+    lang: str
+    kind: str
+    expected: tuple[Expected, ...]
+    # Own-language-first rows: the other-language entries one of which must be linked beside it.
+    translation: tuple[Expected, ...] = ()
+    direction: str | None = None  # e.g. "zh->en"; derived from the expected entry when absent
+    kb: str | None = None  # the knowledge base the row is searched in; None: the set's (or all of them)
+
+    @property
+    def answerable(self) -> bool:
+        return bool(self.expected)
+
+
+@dataclass
+class GoldSet:
+    name: str
+    path: Path
+    rows: list[GoldRow]
+    kb: Path | None = None  # the KB root the set is about (from its meta line)
+    langs: tuple[str, ...] | None = None  # languages of that KB to index (None: all)
+    kbs: dict[str, Path] | None = None  # real-post sets: knowledge-base name -> its root
+
+    @property
+    def per_row_kb(self) -> bool:
+        return bool(self.kbs)
+
+
+def shared_dir(start: Path) -> Path | None:
+    """$KB_SHARED, else the `shared` folder beside the checkout (found walking up from start)."""
+    env = os.environ.get("KB_SHARED")
+    if env:
+        return Path(env)
+    for parent in [start, *start.parents]:
+        if (parent / "shared").is_dir() and parent != start:
+            return parent / "shared"
+    return None
+
+
+def _expected(item, where: str) -> Expected:
+    if not isinstance(item, dict) or not isinstance(item.get("doc"), str):
+        raise KbError(f"{where}: each expected item needs a 'doc' and a 'line', a 'title' or a line range")
+    line, title = item.get("line"), item.get("title")
+    start, end = item.get("start_line"), item.get("end_line")
+    if start is not None and end is not None:
+        t = item.get("translation_of")
+        return Expected(item["doc"], None, title or None, int(start), int(end), item.get("kb"), t)
+    if line is None and not title:
+        raise KbError(f"{where}: expected item for {item['doc']} needs a 'line' or a 'title'")
+    return Expected(item["doc"], int(line) if line is not None else None, title or None)
+
+
+def load_gold(path: str | Path) -> GoldSet:
+    path = Path(path)
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except OSError as e:
+        raise KbError(f"cannot read gold set {path}: {e}") from e
+    gold = GoldSet(name=path.stem, path=path, rows=[])
+    seen: set[str] = set()
+    kb_names: set[str] = set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise KbError(f"{where}: not JSON ({e})") from e
+        if "meta" in obj:
+            _apply_meta(gold, obj["meta"], path)
+            continue
+        query = obj.get("query", obj.get("text"))
+        missing = [k for k, v in (("id", obj.get("id")), ("query", query), ("expected", obj.get("expected"))) if v is None]
+        if missing:
+            raise KbError(f"{where}: missing {', '.join(missing)}")
+        if obj["id"] in seen:
+            raise KbError(f"{where}: duplicate id {obj['id']!r}")
+        seen.add(obj["id"])
+        expected = tuple(_expected(x, where) for x in obj["expected"])
+        kbs = [x.kb for x in expected if x.kb]
+        kb_names.update(kbs)
+        gold.rows.append(
+            GoldRow(
+                id=str(obj["id"]),
+                query=query,
+                lang=obj.get("lang") or "",
+                kind=obj.get("kind") or obj.get("match") or "query",
+                expected=expected,
+                translation=tuple(_expected(x, where) for x in _as_list(obj.get("translation"))),
+                direction=obj.get("direction"),
+                kb=kbs[0] if kbs else None,
+            )
+        )
+    if not gold.rows:
+        raise KbError(f"gold set {path} has no queries")
+    if kb_names:
+        gold.kbs = {name: _resolve_kb(f"shared:{name}", path) for name in sorted(kb_names)}
+    return gold
+
+
+def _apply_meta(gold: GoldSet, meta: dict, path: Path) -> None:
+    if meta.get("kb"):
+        gold.kb = _resolve_kb(meta["kb"], path)
+    if meta.get("langs"):
+        gold.langs = tuple(meta["langs"])
+    if meta.get("name"):
+        gold.name = meta["name"]
+
+
+def _as_list(value) -> list:
+    if not value:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _resolve_kb(value: str, gold_path: Path) -> Path:
+    if value.startswith("shared:"):
+        shared = shared_dir(gold_path.resolve().parent)
+        if shared is None:
+            raise KbError(f"{gold_path}: needs the shared folder ({value}); set KB_SHARED or pass --index")
+        return shared / value.removeprefix("shared:")
+    p = Path(value)
+    return p if p.is_absolute() else (gold_path.parent / p).resolve()
+
+
+_Q_PREFIX = re.compile(r"^\s*(?:Q\d*|问题)\s*[:：]\s*", re.I)
+_TITLE_NOISE = re.compile(r"[`*_\s]+")
+
+
+def norm_title(title: str) -> str:
+    """Titles compared without markdown, spacing, case, a `Q:` prefix or end punctuation."""
+    t = _TITLE_NOISE.sub("", _Q_PREFIX.sub("", title)).lower()
+    return t.rstrip("?？:：。.!！")
+
+
+def entry_matches(e: Entry, x: Expected) -> bool:
+    if e.doc != x.doc:
+        return False
+    if x.start is not None and x.end is not None:
+        inside = min(e.end_line, x.end) - max(e.start_line, x.start) + 1
+        return inside * 2 >= e.end_line - e.start_line + 1
+    if x.line is not None and e.start_line <= x.line <= e.end_line:
+        return True
+    return x.title is not None and norm_title(e.title) == norm_title(x.title)

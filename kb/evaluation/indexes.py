@@ -1,0 +1,170 @@
+"""The indexes gold sets run against: built once into a cache folder and shared between sets."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..config import Settings
+from ..service import KbError
+from .gold import GoldSet
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KB_EVAL_CACHE") or Path(tempfile.gettempdir()) / "kb-eval-cache")
+
+
+def _fingerprint(root: Path, embedder: str) -> str:
+    """Changes when a document, the embedder's version or the code that shapes an index
+    (ingest/, index/) changes."""
+    import index
+    import ingest
+    from index.embed import embedder_id
+
+    h = hashlib.sha1(f"{root.resolve()}|{embedder_id(embedder)}".encode())
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    code = sorted(Path(ingest.__file__).parent.glob("*.py")) + sorted(Path(index.__file__).parent.glob("*.py"))
+    for p in [*files, *code]:
+        h.update(str(p).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def cached_index(root: Path, settings: Settings, progress=None) -> Path:
+    """An index of `root` in the eval cache, one folder per version of the documents and code.
+
+    A new version starts from a copy of the newest earlier one, so only changed texts are
+    embedded again; a folder is never rebuilt in place, so a test session reading it is not
+    disturbed by another one building a newer version beside it. The three newest are kept.
+    """
+    import fcntl
+    import shutil
+
+    from ..service import ingest
+
+    if not root.exists():
+        raise KbError(f"{root} does not exist: the gold set's knowledge base is missing (or pass --index)")
+    base = cache_root()
+    base.mkdir(parents=True, exist_ok=True)
+    slug = f"{root.name}-" + hashlib.sha1(f"{root.resolve()}|{settings.embedder}".encode()).hexdigest()[:10]
+    out = base / f"{slug}-{_fingerprint(root, settings.embedder)[:12]}"
+    with open(base / f"{slug}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per KB; others wait and then reuse its work
+        if (out / "eval.done").exists():
+            return out
+        earlier = sorted(base.glob(f"{slug}-*/eval.done"), key=lambda f: f.stat().st_mtime)
+        if earlier and not out.exists():
+            shutil.copytree(earlier[-1].parent, out, ignore=shutil.ignore_patterns(".lock", "eval.done"))
+        ingest([str(root)], out, settings, progress)
+        (out / "eval.done").write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        for old in [f.parent for f in earlier][:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def language_subset(loaded, langs: Iterable[str]):
+    """The index restricted to some languages, as if only their documents had been ingested:
+    vectors reused, BM25 statistics recomputed, links to dropped entries cleared."""
+    import numpy as np
+
+    from index.lexical import Bm25
+    from index.store import LoadedIndex
+    from index.vectors import VectorStore
+    from index.views import lexical_tokens
+
+    langs = set(langs)
+    keep = [i for i, e in enumerate(loaded.entries) if e.lang in langs]
+    if len(keep) == len(loaded.entries):
+        return loaded
+    kept_ids = {loaded.entries[i].id for i in keep}
+    entries = [
+        replace(e, translation=e.translation if e.translation in kept_ids else None)
+        for e in (loaded.entries[i] for i in keep)
+    ]
+    new_pos = {old: new for new, old in enumerate(keep)}
+    gen = loaded.directory / loaded.manifest["generation"]
+    vectors = np.load(gen / "vectors.npy", mmap_mode="r")
+    rows = [r for r, e in enumerate(loaded.row_entry) if int(e) in new_pos]
+    manifest = dict(loaded.manifest, counts={"entries": len(entries), "langs": sorted(langs)})
+    return LoadedIndex(
+        directory=loaded.directory,
+        manifest=manifest,
+        entries=entries,
+        row_entry=np.asarray([new_pos[int(loaded.row_entry[r])] for r in rows], dtype=np.int64),
+        row_kind=[loaded.row_kind[r] for r in rows],
+        vectors=VectorStore.build(np.asarray(vectors[rows])),
+        bm25=Bm25.build([lexical_tokens(e) for e in entries]),
+    )
+
+
+@dataclass
+class Target:
+    """The index a gold set (or one knowledge base of a real-post set) runs against, with what
+    the baselines need to rebuild it their way."""
+
+    loaded: object  # index.store.LoadedIndex
+    label: str
+    sources: list[str]  # the KB roots it was built from
+    langs: tuple[str, ...] | None
+
+
+class Indexes:
+    """Loads (and builds, once) the index each gold set needs; shares them between sets."""
+
+    def __init__(self, settings: Settings, index_arg: str | None = None, progress=None) -> None:
+        self.settings = settings
+        self.index_arg = index_arg
+        self.progress = progress
+        self._loaded: dict[Path, object] = {}
+        self._targets: dict[tuple, Target] = {}
+        self._built: dict[Path, Path] = {}  # KB root -> its cached index (built once per run)
+
+    def _load(self, directory: Path):
+        from index.store import IndexError_, load
+
+        if directory not in self._loaded:
+            try:
+                self._loaded[directory] = load(directory, self.settings.embedder)
+            except IndexError_ as e:
+                raise KbError(str(e)) from e
+        return self._loaded[directory]
+
+    def _directory(self, kb: Path | None) -> Path:
+        from ..service import ensure_bundled, resolve_index
+
+        if self.index_arg:
+            directory = Path(self.index_arg)
+            if not (directory / "manifest.json").exists():
+                raise KbError(f"no index at {directory}; build one with `kb ingest PATH --index {directory}`")
+            return directory
+        if kb is not None:
+            if kb not in self._built:
+                self._built[kb] = cached_index(kb, self.settings, self.progress)
+            return self._built[kb]
+        directory, bundled = resolve_index(self.settings, None)
+        if bundled:
+            ensure_bundled(directory, self.settings, self.progress)
+        return directory
+
+    def target(self, kb: Path | None, langs: tuple[str, ...] | None = None) -> Target:
+        directory = self._directory(kb)
+        key = (directory, langs)
+        if key not in self._targets:
+            loaded = self._load(directory)
+            if langs:
+                loaded = language_subset(loaded, langs)
+            label = str(directory) + (f" [{'+'.join(langs)}]" if langs else "")
+            self._targets[key] = Target(loaded, label, list(loaded.manifest.get("sources", [])), langs)
+        return self._targets[key]
+
+    def for_set(self, gold: GoldSet) -> Target:
+        return self.target(gold.kb, gold.langs)
+
+    def for_kbs(self, gold: GoldSet) -> dict[str, Target]:
+        """A real-post set: one target per knowledge base it names."""
+        return {name: self.target(root) for name, root in (gold.kbs or {}).items()}

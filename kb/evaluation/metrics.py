@@ -1,0 +1,170 @@
+"""Judging one outcome against its gold row, and the metrics of a set.
+
+Metrics, per set and per group (kind, language direction, knowledge base): Hit@1, Hit@5, MRR@k
+and nDCG@k (binary gains) over answerable queries, where a no_match answer counts as a miss;
+abstention (share of unanswerable queries answered no_match); false abstention (share of
+answerable ones answered no_match); the ranking's own Hit@1 as if every query were answered
+(tells gate misses from rank misses); latency median/p95.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ingest.entry import Entry
+
+from .gold import GoldRow, entry_matches
+
+HIT5 = 5  # Hit@5 is reported whatever --k is
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One ranked answer as the user sees it: the entry and its linked translation."""
+
+    entry: Entry
+    translation: Entry | None = None
+
+
+@dataclass
+class Outcome:
+    """What a system returned for one query."""
+
+    no_match: bool
+    shown: list[Shown]  # empty when no_match
+    ranking: list[Shown]  # the ranking behind the decision (suggestions when no_match)
+    latency_s: float = 0.0
+    confidence: float | None = None  # ours only: the gate's probability that the top answer is right
+
+
+@dataclass
+class Judged:
+    row: GoldRow
+    outcome: Outcome
+    rank: int | None  # 1-based rank of the first correct entry among the shown ones
+    ranking_rank: int | None  # the same, ignoring the no-match decision
+    ndcg: float
+    linked: bool | None  # own-language-first rows: the translation beside it is the expected one
+    direction: str
+
+
+def judge(row: GoldRow, outcome: Outcome, k: int, direction: str = "") -> Judged:
+    strict = bool(row.translation)
+
+    def first_rank(shown: list[Shown]) -> tuple[int | None, list[int]]:
+        used: set[int] = set()
+        gains: list[int] = []
+        rank = None
+        for pos, s in enumerate(shown, 1):
+            cands = [s.entry] if strict else [s.entry, s.translation]
+            matched = {
+                j for j, x in enumerate(row.expected) for c in cands if c is not None and entry_matches(c, x)
+            }
+            new = matched - used
+            used |= matched
+            gains.append(1 if new else 0)
+            if new and rank is None:
+                rank = pos
+        return rank, gains
+
+    rank, gains = first_rank(outcome.shown)
+    ranking_rank, _ = first_rank(outcome.ranking)
+    ndcg = 0.0
+    if row.expected:
+        dcg = sum(g / math.log2(i + 1) for i, g in enumerate(gains[:k], 1))
+        ideal = sum(1 / math.log2(i + 1) for i in range(1, min(_distinct_answers(row), k) + 1))
+        ndcg = dcg / ideal
+    linked = None
+    if strict and rank is not None:
+        t = outcome.shown[rank - 1].translation
+        linked = t is not None and any(entry_matches(t, x) for x in row.translation)
+    return Judged(row, outcome, rank, ranking_rank, ndcg, linked, direction or row.direction or "")
+
+
+def _distinct_answers(row: GoldRow) -> int:
+    """How many different answers the row expects in the index it is searched in: an item and
+    its translation (`translation_of`) are one answer in two languages."""
+    return max(1, sum(1 for x in row.expected if x.translation_of is None and x.kb in (None, row.kb)))
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def p95(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)]
+
+
+def metrics(judged: Sequence[Judged], k: int) -> dict:
+    ans = [j for j in judged if j.row.answerable]
+    una = [j for j in judged if not j.row.answerable]
+    lat = [j.outcome.latency_s * 1000 for j in judged]
+    linked = [j.linked for j in ans if j.linked is not None]
+    strict = [j for j in ans if j.row.translation]
+    return {
+        "queries": len(judged),
+        "answerable": len(ans),
+        "unanswerable": len(una),
+        "hit@1": _mean([j.rank == 1 for j in ans]),
+        "hit@5": _mean([j.rank is not None and j.rank <= HIT5 for j in ans]),
+        f"mrr@{k}": _mean([1 / j.rank if j.rank and j.rank <= k else 0.0 for j in ans]),
+        f"ndcg@{k}": _mean([j.ndcg for j in ans]),
+        "abstention": _mean([j.outcome.no_match for j in una]),
+        "false_abstention": _mean([j.outcome.no_match for j in ans]),
+        "ranking_hit@1": _mean([j.ranking_rank == 1 for j in ans]),
+        "ranking_hit@5": _mean([j.ranking_rank is not None and j.ranking_rank <= HIT5 for j in ans]),
+        "translation_linked": _mean([bool(x) for x in linked]) if strict else None,
+        "latency_ms_median": round(statistics.median(lat), 1) if lat else None,
+        "latency_ms_p95": round(p95(lat), 1) if lat else None,
+    }
+
+
+def grouped(judged: Sequence[Judged], k: int) -> dict:
+    groups: dict[str, dict[str, list[Judged]]] = {"by_kind": {}, "by_direction": {}, "by_kb": {}}
+    for j in judged:
+        groups["by_kind"].setdefault(j.row.kind, []).append(j)
+        groups["by_direction"].setdefault(j.direction, []).append(j)
+        if j.row.kb or not j.row.answerable:
+            groups["by_kb"].setdefault(j.row.kb or "none", []).append(j)
+    out = {"overall": metrics(judged, k)}
+    for name, by in groups.items():
+        if by:
+            out[name] = {g: metrics(js, k) for g, js in sorted(by.items())}
+    return out
+
+
+def misses(judged: Sequence[Judged]) -> list[dict]:
+    out = []
+    for j in judged:
+        if j.row.answerable and j.rank == 1 and j.linked is not False:
+            continue
+        if not j.row.answerable and j.outcome.no_match:
+            continue
+        if not j.row.answerable:
+            why = "answered an unanswerable query"
+        elif j.outcome.no_match:
+            why = "no_match" + (f" (ranked {j.ranking_rank})" if j.ranking_rank else "")
+        elif j.rank is None:
+            why = "not in the top k"
+        elif j.rank > 1:
+            why = f"ranked {j.rank}"
+        else:
+            why = "translation not linked"
+        got = j.outcome.shown or j.outcome.ranking
+        out.append(
+            {
+                "id": j.row.id,
+                "kind": j.row.kind,
+                "direction": j.direction,
+                "why": why,
+                "query": j.row.query[-300:],
+                "expected": [{k: v for k, v in asdict(x).items() if v is not None} for x in j.row.expected],
+                "got": [f"{s.entry.doc}:{s.entry.start_line} {s.entry.title[:80]}" for s in got[:3]],
+                "confidence": j.outcome.confidence,
+            }
+        )
+    return out

@@ -1,0 +1,326 @@
+"""`kb eval`: run the systems on gold sets, cross-validate ours on real posts, report."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Settings, load_settings
+from . import crossval
+from .gold import GoldRow, GoldSet, entry_matches, load_gold
+from .indexes import Indexes, Target
+from .metrics import Judged, Outcome, grouped, judge, metrics, misses
+from .systems import SYSTEM_LABELS, SYSTEMS, make_system
+
+GOLD_DIR = Path(__file__).resolve().parents[2] / "eval" / "gold"
+# The committed gold sets under eval/gold/, in the order the reports list them.
+GOLD_FILES = (
+    "seeds.jsonl",
+    "crosslingual_zh2en.jsonl",
+    "crosslingual_en2zh.jsonl",
+    "crosslingual_both.jsonl",
+)
+CV_SYSTEM = "ours (cross-validated)"
+LABELS = {**SYSTEM_LABELS, CV_SYSTEM: "ours, cross-validated (each fold scored by a model fitted without it)"}
+
+
+def _direction(row: GoldRow, loaded, real_posts: bool) -> str:
+    if row.direction:
+        return row.direction
+    if real_posts:
+        return row.lang  # the language of the post: en, mixed or zh
+    if not row.expected:
+        return f"{row.lang}->none"
+    x = row.expected[0]
+    langs = {e.lang for e in loaded.entries if entry_matches(e, x)}
+    target = langs.pop() if len(langs) == 1 else "?"
+    return f"{row.lang}->{target}"
+
+
+def unresolved(gold: GoldSet, targets: dict[str | None, Target]) -> list[str]:
+    """Expected items that name no entry of their index: mistakes in the gold set (or a parser
+    change that moved an entry), reported instead of silently counted as misses."""
+    out = []
+    for row in gold.rows:
+        for x in [*row.expected, *row.translation]:
+            t = targets.get(x.kb) or targets.get(None)
+            if t is None:
+                continue
+            if not any(entry_matches(e, x) for e in t.loaded.entries):
+                where = x.line if x.line is not None else (f"{x.start}-{x.end}" if x.start else repr(x.title))
+                out.append(f"{row.id}: {x.doc} {where}")
+    return out
+
+
+def _kbs_of(row: GoldRow, targets: dict) -> list:
+    """The indexes a row is searched in: its own, or every one when it is unanswerable."""
+    return [row.kb] if row.kb in targets else list(targets)
+
+
+def _merge(outs: list[Outcome]) -> Outcome:
+    """An unanswerable post searched in several indexes is turned away only when every one of
+    them says no match; what the first answering index showed is what the user would see."""
+    answering = [o for o in outs if not o.no_match]
+    first = answering[0] if answering else outs[0]
+    return Outcome(
+        no_match=not answering,
+        shown=first.shown,
+        ranking=first.ranking,
+        latency_s=max(o.latency_s for o in outs),
+        confidence=max((o.confidence for o in outs if o.confidence is not None), default=None),
+    )
+
+
+def _judge_all(gold: GoldSet, by_row: dict[str, list[Outcome]], targets, k: int) -> list[Judged]:
+    first = next(iter(targets.values()))
+    judged = []
+    for row in gold.rows:
+        loaded = (targets.get(row.kb) or first).loaded
+        judged.append(judge(row, _merge(by_row[row.id]), k, _direction(row, loaded, gold.per_row_kb)))
+    return judged
+
+
+def warm_up(system) -> None:
+    """Load lazily initialised parts (the segmenter's dictionary, the model) outside the timings."""
+    for q in ("NCCL WARN Connect failed", "分布式训练报错怎么办"):
+        system.run(q, 1)
+
+
+@dataclass
+class SetResult:
+    gold: GoldSet
+    target_label: str
+    judged: dict[str, list[Judged]] = field(default_factory=dict)  # system -> per-query results
+    unresolved: list[str] = field(default_factory=list)
+    fold_means: dict | None = None  # cross-validation: metrics averaged over folds
+    folds: int = 0
+
+    def report(self, k: int, with_misses: bool = True) -> dict:
+        out = {
+            "set": self.gold.name,
+            "path": str(self.gold.path),
+            "index": self.target_label,
+            "unresolved_expected": self.unresolved,
+            "systems": {
+                name: {
+                    **grouped(js, k),
+                    **({"misses": misses(js)} if with_misses and name in ("ours", CV_SYSTEM) else {}),
+                }
+                for name, js in self.judged.items()
+            },
+        }
+        if self.fold_means is not None:
+            out["cross_validation"] = {"folds": self.folds, "fold_means": self.fold_means}
+        return out
+
+
+class _Training:
+    """The project's own gold sets, searched once, as extra training rows for every fold."""
+
+    def __init__(self, indexes: Indexes, embedder, progress=None) -> None:
+        self.indexes, self.embedder, self.progress = indexes, embedder, progress
+        self._examples: list[crossval.Example] | None = None
+
+    def examples(self) -> list[crossval.Example]:
+        from index.search import Searcher
+
+        if self._examples is None:
+            self._examples = []
+            for name in GOLD_FILES:
+                path = GOLD_DIR / name
+                if path.exists():
+                    gold = load_gold(path)
+                    target = self.indexes.for_set(gold)
+                    searcher = Searcher(target.loaded, self.embedder)
+                    self._examples += crossval.collect(gold, {None: searcher}, self.progress)
+        return self._examples
+
+
+def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
+    per_fold = [metrics([j for j in judged if fold_of[j.row.id] == f], k) for f in sorted(set(fold_of.values()))]
+    keys = [key for key, v in per_fold[0].items() if isinstance(v, float)]
+    out = {}
+    for key in keys:
+        vals = [m[key] for m in per_fold if m.get(key) is not None]
+        if vals:
+            out[key] = round(statistics.mean(vals), 4)
+            out[f"{key}_sd"] = round(statistics.pstdev(vals), 4)
+    return out
+
+
+def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training, k, cross_validate, progress):
+    from index.search import Searcher
+
+    searchers = {name: Searcher(t.loaded, embedder, model) for name, t in targets.items()}
+    warm_up(_SearcherSystem(next(iter(searchers.values()))))
+    examples = crossval.collect(gold, searchers, progress)
+    by_row: dict[str, list[Outcome]] = {}
+    for ex in examples:
+        by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, ex.searcher.model, k))
+    res.judged["ours"] = _judge_all(gold, by_row, targets, k)
+    if not (cross_validate and gold.per_row_kb):
+        return
+    outcomes, folds = crossval.cross_validate(examples, training.examples(), k, progress=progress)
+    cv_rows: dict[str, list[Outcome]] = {}
+    for i, ex in enumerate(examples):
+        cv_rows.setdefault(ex.row.id, []).append(outcomes[i])
+    res.judged[CV_SYSTEM] = _judge_all(gold, cv_rows, targets, k)
+    fold_of = {ex.row.id: f for ex, f in zip(examples, folds, strict=True)}
+    res.fold_means = _fold_means(res.judged[CV_SYSTEM], fold_of, k)
+    res.folds = crossval.FOLDS
+
+
+class _SearcherSystem:
+    name = "ours"
+
+    def __init__(self, searcher) -> None:
+        self.searcher = searcher
+
+    def run(self, query: str, k: int):
+        return self.searcher.search(query, k=k)
+
+
+def _run_baseline(res: SetResult, name: str, gold: GoldSet, targets, embedder, k, progress) -> None:
+    import time
+
+    by_row: dict[str, list[Outcome]] = {}
+    for kb, target in targets.items():
+        system = make_system(name, target, embedder, progress=progress)
+        warm_up(system)
+        rows = [r for r in gold.rows if kb in _kbs_of(r, targets)]
+        for n, row in enumerate(rows, 1):
+            t0 = time.perf_counter()
+            out = system.run(row.query, max(k, 5))
+            out.latency_s = time.perf_counter() - t0
+            by_row.setdefault(row.id, []).append(out)
+            if progress:
+                progress(name, n, len(rows), row.id)
+    res.judged[name] = _judge_all(gold, by_row, targets, k)
+
+
+def evaluate(
+    gold_paths: Sequence[str | Path],
+    index: str | None = None,
+    k: int = 10,
+    systems: Sequence[str] = ("ours",),
+    settings: Settings | None = None,
+    model=None,
+    progress: Callable | None = None,
+    indexes: Indexes | None = None,
+    cross_validate: bool = True,
+) -> list[SetResult]:
+    """Run every system on every gold set; the indexes are built once and shared. On real-post
+    sets (one knowledge base per row) ours is also cross-validated."""
+    from index.embed import get_embedder
+
+    settings = settings or load_settings()
+    indexes = indexes or Indexes(settings, index, progress)
+    embedder = get_embedder(settings.embedder)
+    training = _Training(indexes, embedder, progress)
+    results = []
+    for path in gold_paths:
+        gold = load_gold(path)
+        if gold.per_row_kb and not index:
+            targets: dict[str | None, Target] = dict(indexes.for_kbs(gold))
+        else:
+            targets = {None: indexes.for_set(gold)}
+        label = "; ".join(f"{kb}: {t.label}" if kb else t.label for kb, t in targets.items())
+        res = SetResult(gold, label, unresolved=unresolved(gold, targets))
+        for name in systems:
+            if name == "ours":
+                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress)
+            else:
+                _run_baseline(res, name, gold, targets, embedder, k, progress)
+        results.append(res)
+    return results
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+_COLUMNS = (
+    "hit@1", "hit@5", "mrr@{k}", "ndcg@{k}", "abstention", "false_abstention", "translation_linked",
+    "latency_ms_median", "latency_ms_p95",
+)  # fmt: skip
+
+
+def _fmt(name: str, v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if name.startswith("latency") else f"{v:.3f}"
+
+
+def markdown_table(rows: list[tuple[str, dict]], k: int, first: str = "") -> str:
+    cols = [c.format(k=k) for c in _COLUMNS]
+    if all(m.get("translation_linked") is None for _, m in rows):
+        cols.remove("translation_linked")
+    head = [first, "n", *cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, m in rows:
+        lines.append("| " + " | ".join([label, str(m["queries"]), *(_fmt(c, m.get(c)) for c in cols)]) + " |")
+    return "\n".join(lines)
+
+
+def group_rows(g: dict) -> list[tuple[str, dict]]:
+    rows = [("all", g["overall"])]
+    rows += [(f"kb {n}", m) for n, m in g.get("by_kb", {}).items()]
+    rows += [(f"kind {n}", m) for n, m in g["by_kind"].items()]
+    if len(g["by_direction"]) > 1:
+        rows += [(n, m) for n, m in g["by_direction"].items()]
+    return rows
+
+
+def text_report(results: list[SetResult], k: int) -> str:
+    out = []
+    for res in results:
+        out.append(f"## {res.gold.name} ({len(res.gold.rows)} queries; index {res.target_label})")
+        if res.unresolved:
+            out.append(
+                f"warning: {len(res.unresolved)} expected items name no entry: {'; '.join(res.unresolved[:5])}"
+            )
+        if len(res.judged) > 1:
+            rows = [(LABELS.get(name, name), grouped(js, k)["overall"]) for name, js in res.judged.items()]
+            out += [markdown_table(rows, k, "system"), ""]
+        if res.fold_means:
+            fm = res.fold_means
+            out.append(
+                f"cross-validated, mean of {res.folds} folds: Hit@1 {fm['hit@1']:.3f} (sd {fm['hit@1_sd']:.3f}), "
+                f"Hit@5 {fm['hit@5']:.3f}, abstention {fm.get('abstention', 0):.3f}, "
+                f"false abstention {fm['false_abstention']:.3f}"
+            )
+            out.append("")
+        main = CV_SYSTEM if CV_SYSTEM in res.judged else "ours"
+        ours = res.judged.get(main) or next(iter(res.judged.values()))
+        out += [markdown_table(group_rows(grouped(ours, k)), k, main), ""]
+        miss = misses(ours)
+        if miss:
+            out.append(f"misses ({len(miss)}):")
+            for m in miss[:15]:
+                got = m["got"][0] if m["got"] else "-"
+                out.append(f"  {m['id']}: {m['why']}; got {got}")
+            if len(miss) > 15:
+                out.append(f"  ... {len(miss) - 15} more (--json lists them all)")
+        out.append("")
+    return "\n".join(out)
+
+
+def eval_command(args) -> int:
+    from ..progress import ProgressBar
+
+    systems = SYSTEMS if args.compare else ("ours",)
+    results = evaluate(
+        args.gold,
+        index=args.index,
+        k=args.k,
+        systems=systems,
+        progress=ProgressBar(quiet=args.json),
+        cross_validate=not getattr(args, "no_cv", False),
+    )
+    if args.json:
+        print(json.dumps({"k": args.k, "sets": [r.report(args.k) for r in results]}, ensure_ascii=False))
+    else:
+        sys.stdout.write(text_report(results, args.k))
+    return 0

@@ -84,7 +84,7 @@ _TEMPLATE_TEXT = re.compile(
     re.I,
 )
 # `[rank3]: ...`, `3: ...`, `(VllmWorker rank=1 pid=7226)` before every line of a multi-process run.
-_PROCESS_PREFIX = re.compile(r"^\s*(\[rank\d*\]:|\d{1,3}:(?=\s)|\([\w ]*rank\s*=?\s*\d*[^)]*\)|\[\s*:[\d:]*\s*\])\s*")
+_PROCESS_PREFIX = re.compile(r"^\s*(\[rank\d*\]:?|\d{1,3}:(?=\s)|\([\w ]*rank\s*=?\s*\d*[^)]*\)|\[\s*:[\d:]*\s*\])\s*")
 _CODEY = re.compile(r"^\s*(import |from \S+ import|def |class |return |self\.|[\w.]+\s*=\s*[\w.]+\(|[})\]];?\s*$)")
 
 

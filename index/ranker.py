@@ -45,9 +45,17 @@ GATE_FEATURES = (
     "has_prose",
     "has_errors",
     "main_coverage",
+    "error_coverage",
     "known_rare_missing",
     "known_missing_share",
     "unknown_share",
+    "entry_is_question",
+    "entry_is_section",
+    "entry_has_signatures",
+    "entry_lines",
+    "dense_title_view",
+    "dense_error_view",
+    "dense_mean",
 )
 
 
@@ -111,6 +119,9 @@ class RankModel:
     gate: Linear
     thresholds: dict[str, float]  # query shape -> the least gate probability that is shown as an answer
     meta: dict = field(default_factory=dict)
+    # From this gate probability on, an answer is a match; below it (and above the threshold) it
+    # is shown as the closest entry, which may not be the problem, and without its commands.
+    confident: float = 0.5
 
     def threshold(self, shape: str) -> float:
         return self.thresholds.get(shape, min(self.thresholds.values(), default=0.5))
@@ -124,13 +135,20 @@ class RankModel:
             "rank": self.rank.to_dict(),
             "gate": self.gate.to_dict(),
             "thresholds": {k: round(float(v), 6) for k, v in self.thresholds.items()},
+            "confident": round(float(self.confident), 6),
             "meta": self.meta,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> RankModel:
         thresholds = {k: float(v) for k, v in d["thresholds"].items()}
-        return cls(Linear.from_dict(d["rank"]), Linear.from_dict(d["gate"]), thresholds, d.get("meta", {}))
+        return cls(
+            Linear.from_dict(d["rank"]),
+            Linear.from_dict(d["gate"]),
+            thresholds,
+            d.get("meta", {}),
+            float(d.get("confident", 0.5)),
+        )
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n", "utf-8")
@@ -231,6 +249,18 @@ def fit_gate(
 
     res = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B")
     return Linear(features, mean, scale, res.x[:-1], float(res.x[-1]))
+
+
+def pick_confident(conf: np.ndarray, right: np.ndarray, precision: float) -> float:
+    """The lowest gate probability from which at least `precision` of the top answers are right
+    (over answerable queries), so that an answer shown as a match is one more often than not."""
+    order = np.argsort(-conf)
+    hits = np.cumsum(right[order]) / np.arange(1, len(order) + 1)
+    ok = np.nonzero(hits >= precision)[0]
+    if len(ok) == 0:
+        return 1.0
+    # the last rank down to which the running precision still holds
+    return float(conf[order][ok[-1]])
 
 
 def pick_threshold(conf_answerable: np.ndarray, conf_unanswerable: np.ndarray, max_false_abstention: float) -> float:

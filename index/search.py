@@ -26,6 +26,7 @@ from threading import Lock
 import numpy as np
 
 from ingest.entry import Entry
+from ingest.lang import cjk_count
 
 from .codes import conflicts, error_codes
 from .embed import Embedder
@@ -74,6 +75,12 @@ class SearchResult:
     signature_lines: tuple[str, ...] = ()  # the post's error lines, most telling first
     confidence: float | None = None  # the gate's probability that the top answer is right
     post: Post | None = None
+    weak: bool = False  # answered, but below the model's confident level: the closest entry, maybe not it
+
+    @property
+    def strength(self) -> str:
+        """"match", "weak" (the closest entry, which may not be the problem) or "none"."""
+        return "none" if self.no_match else ("weak" if self.weak else "match")
 
 
 @dataclass
@@ -341,7 +348,9 @@ class Searcher:
         main = informative(tokenize(_main_line(c.post)))
         known = {t for t in main if t in self.index.bm25.vocab}
         missing = [self._idf(t) for t in known - have]
+        error_lines = [informative(tokenize(x)) for x in (*c.post.exceptions[:1], *c.post.errors[:2])]
         row = {
+            "error_coverage": max((coverage(w, have, self._idf) for w in error_lines if w), default=1.0),
             "main_coverage": coverage(main, have, self._idf) if main else 0.0,
             "known_rare_missing": max(missing, default=0.0) / self._idf_max,
             "known_missing_share": len(known - have) / len(known) if known else 0.0,
@@ -365,11 +374,21 @@ class Searcher:
         faqs, gate_row = self.rank(c, model)
         if not faqs:
             return SearchResult(query, c.lang, True, [], [], sigs, None, c.post)
+        if not self._has_content(c):
+            # Nothing in the query is a word this index knows or could translate: emoji, binary
+            # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
+            hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
+            return SearchResult(query, c.lang, True, [], hits, sigs, 0.0, c.post)
         hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES))[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
             return SearchResult(query, c.lang, True, [], hits, sigs, conf, c.post)
-        return SearchResult(query, c.lang, False, hits, [], sigs, conf, c.post)
+        return SearchResult(query, c.lang, False, hits, [], sigs, conf, c.post, conf < model.confident)
+
+    def _has_content(self, c: Candidates) -> bool:
+        words = informative(tokenize(" ".join(v.text for v in c.views)))
+        vocab = self.index.bm25.vocab
+        return any(t in vocab or cjk_count(t) for t in words)
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries

@@ -40,6 +40,7 @@ LABELS = {
         "sources": "Sources",
         "no_match": "The knowledge base has no entry that answers this.",
         "suggest": "Nearest entries (not a match):",
+        "weak": "Closest entry; it may not be your problem. Check its symptoms before running anything from it.",
         "other_lang": "Chinese version",
         "see_also": "See also",
     },
@@ -49,6 +50,7 @@ LABELS = {
         "sources": "来源",
         "no_match": "知识库中没有能回答这个问题的条目。",
         "suggest": "最接近的条目（并不匹配）：",
+        "weak": "最接近的条目，未必是你遇到的问题。运行其中的命令前请先核对症状。",
         "other_lang": "英文版",
         "see_also": "另见",
     },
@@ -78,6 +80,11 @@ class Answer:
     removed_citations: tuple[int, ...] = ()
     suggestions: tuple[Hit, ...] = ()
     hits: tuple[Hit, ...] = field(default=(), compare=False)
+    weak: bool = False  # the closest entry, shown without its commands (see SearchResult.weak)
+
+    @property
+    def strength(self) -> str:
+        return "none" if self.no_match else ("weak" if self.weak else "match")
 
 
 _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
@@ -161,6 +168,10 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     citations = tuple(Citation(n, e) for n, e in enumerate(cited, 1))
     best = cited[0]
     text = f"{best.title}\n\n{key_text(best)} [1]"
+    if result.weak:
+        # A wrong answer with a command is worse than no answer: a weak match shows the entry,
+        # says it may not fit, and leaves its commands in the source.
+        text = f"{LABELS[lang]['weak']}\n\n{text}"
     if len(citations) > 1:
         text += (
             "\n\n"
@@ -172,10 +183,11 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
         query=result.query,
         lang=lang,
         text=text,
-        commands=best.commands,
+        commands=() if result.weak else best.commands,
         citations=citations,
         no_match=False,
         hits=tuple(result.hits),
+        weak=result.weak,
     )
 
 

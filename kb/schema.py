@@ -47,6 +47,8 @@ def search_json(r: SearchResult) -> dict:
         "query": r.query,
         "lang": r.lang,
         "no_match": r.no_match,
+        "match": r.strength,
+        "confidence": None if r.confidence is None else round(r.confidence, 4),
         "hits": [hit_json(h) for h in r.hits],
         "suggestions": [hit_json(h) for h in r.suggestions],
     }
@@ -57,6 +59,7 @@ def ask_json(a: Answer) -> dict:
         "query": a.query,
         "lang": a.lang,
         "no_match": a.no_match,
+        "match": a.strength,
         "answer": a.text,
         "commands": list(a.commands),
         "destructive_commands": [c for c in a.commands if is_destructive(c)],

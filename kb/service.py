@@ -152,6 +152,17 @@ _SMALL_TALK = re.compile(
 )
 
 
+# A follow-up leans on what came before: it points back ("it", "that", "same") or continues
+# ("what if", "what about", "and", "also", "如果", "那", "还是"). A short question without such a
+# word is a new topic ("How do I set up passwordless SSH?"), answered on its own.
+_REFERS_BACK = re.compile(
+    r"\b(it|its|this|that|these|those|same|also|too|again|still|instead|then|there|what if|what about|"
+    r"how about|and|or|but)\b|如果|假如|那|还是|还|这个|那个|同样|也|呢|换成|改成",
+    re.I,
+)
+CONFIDENT_ALONE = 0.8  # a message this sure of its own answer is not read with the earlier turns
+
+
 def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str | None:
     """The message read together with the conversation's earlier questions, for a short
     follow-up ("what if I use RoCE?"); None when history cannot help it."""
@@ -160,8 +171,8 @@ def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str | No
     earlier = [text for role, text in history if role == "user" and text.strip()]
     if not earlier or len(query) > FOLLOW_UP_MAX_CHARS or _SMALL_TALK.match(query):
         return None
-    if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS:
-        return None  # a question with this much of its own is a new topic, not a follow-up
+    if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS or not _REFERS_BACK.search(query):
+        return None  # a question with this much of its own, or that points nowhere back, is a new topic
     # The earlier question first, the follow-up last: the post reader reads both.
     return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])
 
@@ -224,17 +235,19 @@ class KnowledgeBase:
         return self._searcher.search(query, k=k or self.settings.top_k, lang=lang)
 
     def search_in_context(self, query: str, history: Sequence[tuple[str, str]] = (), lang: str | None = None):
-        """A message that matches on its own is answered on its own; only a message that does
-        not (a short follow-up) is searched again together with the earlier questions. The
-        answer follows the language of this message, not of the earlier turns."""
+        """A message that is sure of its own answer is answered on its own; a short follow-up
+        that points back ("what if I run it in Docker?") is also searched together with the
+        earlier questions, and the surer of the two answers wins. Small talk ("thanks!") and new
+        questions never pull the earlier topic back. The answer follows the language of this
+        message, not of the earlier turns."""
         result = self._searcher.search(query, k=self.settings.top_k, lang=lang)
-        if not result.no_match or not history:
-            return result
-        joined = contextual_query(query, history)
-        if joined is None:
+        joined = contextual_query(query, history) if history else None
+        if joined is None or (result.confidence or 0.0) >= CONFIDENT_ALONE:
             return result
         again = self._searcher.search(joined, k=self.settings.top_k, lang=lang or result.lang)
-        return again if not again.no_match else result
+        if again.no_match or (again.confidence or 0.0) <= (result.confidence or 0.0):
+            return result
+        return again
 
     def ask(
         self,
@@ -254,8 +267,9 @@ class KnowledgeBase:
         query = self._check_query(query)
         history = [(role, valid_text(text)) for role, text in history]
         result = self.search_in_context(query, history, lang)
-        if self.settings.llm_enabled and not result.no_match:
-            # With no match there is nothing to summarise: the model is never asked to invent one.
+        if self.settings.llm_enabled and not result.no_match and not result.weak:
+            # With no match (or only a weak one) there is nothing to summarise: the model is never
+            # asked to invent one.
             from .llm import llm_answer
 
             return llm_answer(result, self.settings.llm, history=history, on_token=on_token)

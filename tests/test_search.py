@@ -197,3 +197,91 @@ def test_hits_resolve_to_whole_entries_without_duplicates(seeds_kb):
     assert len(ids) == len(set(ids))
     for h in result.hits:
         assert h.translation is None or h.translation.id != h.entry.id
+
+
+# ---- what real posts look like (issue-tracker shapes, written here) ------------------------------
+
+TEMPLATE_POST_ZH = """两台机器的训练起不来
+
+### 环境
+- 系统: Ubuntu 20.04
+- Python 3.10, torch 2.1.0, NCCL 2.18.1
+
+### 复现
+```bash
+ifconfig eth0 | grep "inet "
+cat hostfile
+node-a slots=8
+node-b slots=8
+```
+
+本机如果不能免密登录，应该怎么处理？
+"""
+
+
+def test_the_question_inside_an_issue_template_is_what_is_matched(seeds_kb):
+    alone = seeds_kb.search("本机如果不能免密登录，应该怎么处理？")
+    in_post = seeds_kb.search(TEMPLATE_POST_ZH)
+    assert alone.hits[0].entry.title == "免密登录"
+    assert not in_post.no_match and in_post.hits[0].entry.title == "免密登录"
+
+
+@pytest.mark.parametrize("code,other", [("2", "5"), ("5", "2")])
+def test_the_error_code_decides_between_entries_of_one_family(seeds_kb, code, other):
+    line = f"OSError: (External) NCCL error({code}), unhandled system error"
+    titles = [h.entry.title for h in seeds_kb.search(line).hits]
+    assert titles[0] == f"NCCL error({code})"
+    assert f"NCCL error({other})" not in titles[:1]
+
+
+def test_launcher_boilerplate_does_not_outrank_the_error(seeds_kb):
+    log = "\n".join(
+        [
+            "LAUNCH INFO 2024-01-02 10:00:00 Pod failed",
+            "I0102 10:00:01.123 collective_helper.cc:83] init nccl rank:0 nranks:2",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 12, in <module>',
+            "    paddle.distributed.init_parallel_env()",
+            "OSError: (External) NCCL error(2), unhandled system error",
+            "LAUNCH ERROR 2024-01-02 10:00:03 ABORT!!! Out of all 2 trainers, the trainer process with rank=[0] was aborted.",
+        ]
+    )
+    assert seeds_kb.search(log).hits[0].entry.title == "NCCL error(2)"
+
+
+def test_an_english_post_finds_the_chinese_only_entry(seeds_kb):
+    post = (
+        "NCCL fails inside docker\n\n"
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+        "Error while creating shared memory segment /dev/shm/nccl-XYZ (size 9637888)"
+    )
+    result = seeds_kb.search(post)
+    assert result.lang == "en" and not result.no_match
+    assert {h.entry.doc for h in result.hits[:2]} <= {S002, S004}
+
+
+def test_chinese_words_around_an_english_error_get_a_chinese_answer(seeds_kb):
+    answer = seeds_kb.ask("两台机器用 mpirun 跑 mindspore，报 Failed to receive UCX worker address")
+    assert answer.lang == "zh" and not answer.no_match
+    assert "UCX" in answer.citations[0].entry.title or "OpenMPI" in answer.citations[0].entry.title
+
+
+def test_an_off_topic_post_gets_no_command(seeds_kb):
+    post = (
+        "pip install fails\n\n"
+        "ERROR: Cannot install torch==2.1.0 and torchvision==0.17.0 because these package versions have "
+        "conflicting dependencies.\nERROR: ResolutionImpossible: for help visit the pip documentation"
+    )
+    answer = seeds_kb.ask(post)
+    assert answer.no_match or answer.weak
+    assert answer.commands == ()
+
+
+def test_history_helps_a_follow_up_and_nothing_else(seeds_kb):
+    history = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(the earlier answer)")]
+    follow_up = seeds_kb.search_in_context("What if I run it inside Docker?", history)
+    assert "1343225860" in follow_up.hits[0].entry.title
+    assert seeds_kb.search_in_context("thanks!", history).no_match
+    new = seeds_kb.search_in_context("OSError: (External) NCCL error(5), invalid usage", history)
+    assert new.hits[0].entry.title == "NCCL error(5)"

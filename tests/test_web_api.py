@@ -142,7 +142,8 @@ def test_ask_lang_and_commands(server):
 def test_follow_up_keeps_context(server):
     follow_up = "What if I run it inside Docker?"
     _, alone, _ = call(server, "POST", "/api/ask", {"query": follow_up})
-    assert alone["no_match"]  # on its own the follow-up means nothing
+    # On its own the follow-up is about Docker in general, not about the HCCL error.
+    assert alone["no_match"] or HCCL_LINE not in alone["citations"][0]["title"]
     history = [
         {"role": "user", "content": HCCL_LINE},
         {"role": "assistant", "content": "rank_table.json ..."},
@@ -153,6 +154,12 @@ def test_follow_up_keeps_context(server):
     # [role, text] pairs are accepted too
     _, pairs, _ = call(server, "POST", "/api/ask", {"query": follow_up, "history": [["user", HCCL_LINE]]})
     assert pairs["citations"][0]["entry_id"] == body["citations"][0]["entry_id"]
+    # Small talk and a new question of its own never pull the earlier topic back.
+    _, thanks, _ = call(server, "POST", "/api/ask", {"query": "thanks!", "history": history})
+    assert thanks["no_match"]
+    new_topic = "How do I set up passwordless SSH login between the nodes?"
+    _, other, _ = call(server, "POST", "/api/ask", {"query": new_topic, "history": history})
+    assert other["no_match"] or HCCL_LINE not in other["citations"][0]["title"]
 
 
 def test_entry_json_and_html(server, seeds_kb):

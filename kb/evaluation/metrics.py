@@ -38,6 +38,7 @@ class Outcome:
     ranking: list[Shown]  # the ranking behind the decision (suggestions when no_match)
     latency_s: float = 0.0
     confidence: float | None = None  # ours only: the gate's probability that the top answer is right
+    weak: bool = False  # ours only: answered as the closest entry, not as a match (no commands shown)
 
 
 @dataclass
@@ -116,11 +117,18 @@ def metrics(judged: Sequence[Judged], k: int) -> dict:
         "abstention": _mean([j.outcome.no_match for j in una]),
         "false_abstention": _mean([j.outcome.no_match for j in ans]),
         "ranking_hit@1": _mean([j.ranking_rank == 1 for j in ans]),
+        # Answers shown as a confident match (with their commands), as opposed to "closest entry".
+        "unanswerable_matched": _mean([_matched(j) for j in una]),
+        "match_precision": _mean([j.row.answerable and j.rank == 1 for j in judged if _matched(j)]),
         "ranking_hit@5": _mean([j.ranking_rank is not None and j.ranking_rank <= HIT5 for j in ans]),
         "translation_linked": _mean([bool(x) for x in linked]) if strict else None,
         "latency_ms_median": round(statistics.median(lat), 1) if lat else None,
         "latency_ms_p95": round(p95(lat), 1) if lat else None,
     }
+
+
+def _matched(j: Judged) -> bool:
+    return not j.outcome.no_match and not j.outcome.weak
 
 
 def grouped(judged: Sequence[Judged], k: int) -> dict:

@@ -72,6 +72,7 @@ def _merge(outs: list[Outcome]) -> Outcome:
         ranking=first.ranking,
         latency_s=max(o.latency_s for o in outs),
         confidence=max((o.confidence for o in outs if o.confidence is not None), default=None),
+        weak=first.weak if answering else False,
     )
 
 

@@ -1,0 +1,128 @@
+"""The post reader on posts shaped like real ones (written here): what is kept, what is dropped."""
+
+from index.post import MAX_LINE_CHARS, MAX_LINES, read_post
+
+ISSUE_TEMPLATE_POST = """[Bug]: two-node training hangs at init_process_group
+
+### System Info
+
+- `transformers` version: 4.38.2
+- Platform: Linux-5.15.0-91-generic-x86_64-with-glibc2.35
+- Python version: 3.10.13
+- PyTorch version (GPU?): 2.2.1+cu121 (True)
+- Using distributed or parallel set-up in script?: yes
+
+```
+Package                  Version
+------------------------ ----------
+accelerate               0.27.2
+deepspeed                0.13.4
+torch                    2.2.1
+```
+
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 535.129.03   Driver Version: 535.129.03   CUDA Version: 12.2     |
+|   0  NVIDIA A100-SXM4-80GB  On   | 00000000:07:00.0 Off |                    0 |
++-----------------------------------------------------------------------------+
+
+### Reproduction
+
+```yaml
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+num_machines: 2
+```
+
+I start both nodes with the same config, but node 2 never joins. What should I check?
+
+```
+Traceback (most recent call last):
+  File "/opt/train.py", line 40, in <module>
+    dist.init_process_group("nccl")
+  File "/usr/lib/python3.10/site-packages/torch/distributed/c10d.py", line 91, in init
+    raise RuntimeError(msg)
+RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1691, unhandled system error, NCCL version 2.19.3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+```
+"""
+
+
+def test_title_question_and_error_are_kept_and_the_template_noise_dropped():
+    post = read_post(ISSUE_TEMPLATE_POST)
+    assert post.title == "two-node training hangs at init_process_group"  # the [Bug]: tag is not the title
+    [said] = post.prose  # what the person typed, and nothing else
+    assert said.startswith("I start both nodes with the same config") and said.endswith("What should I check?")
+    assert post.errors[0].startswith("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp")
+    assert post.exceptions[0].startswith("RuntimeError: NCCL error in")
+    kept = " ".join([post.title, *post.prose, *post.errors, *post.exceptions]).lower()
+    for noise in ("transformers", "glibc", "deepspeed", "nvidia-smi", "a100", "num_machines", "compute_environment"):
+        assert noise not in kept, noise
+    # Launcher boilerplate is kept apart: every failed torchrun job prints it.
+    assert any("ChildFailedError" in b for b in post.boilerplate)
+    assert not any("ChildFailedError" in e for e in post.errors)
+
+
+def test_chinese_words_around_an_english_error_decide_the_language():
+    post = read_post("两台机器用 mpirun 跑 mindspore，报 Failed to receive UCX worker address")
+    assert post.lang == "zh"
+    assert post.errors and "UCX worker address" in post.errors[0]
+    log = "训练卡住了，怎么办？\n" + "\n".join(["[rank3] NCCL WARN Connect failed: Connection refused"] * 64)
+    post = read_post(log)
+    assert post.lang == "zh" and post.errors.count("NCCL WARN Connect failed: Connection refused") == 1
+
+
+def test_an_english_post_with_a_chinese_file_name_stays_english():
+    post = read_post("Training fails\n\nI get this error when I load 数据.json:\nValueError: bad json")
+    assert post.lang == "en"
+
+
+def test_a_sentence_is_an_error_only_when_it_carries_the_error():
+    post = read_post(
+        'Help with CUDA error: invalid device ordinal\n\nI keep getting "RuntimeError: CUDA error: invalid '
+        'device ordinal" on the second GPU.\n\nI am still getting this error and I do not know what to do.'
+    )
+    assert "RuntimeError: CUDA error: invalid device ordinal" in post.errors
+    assert not any("do not know what to do" in e for e in post.errors)
+    assert any("do not know what to do" in p for p in post.prose)
+
+
+def test_the_key_line_is_found_when_buried_or_last():
+    noise = [f"[2024-03-01 12:00:{i % 60:02d}] worker-{i % 8}: INFO step {i} loss=1.{i}" for i in range(300)]
+    tb = ["Traceback (most recent call last):", '  File "/x/train.py", line 3, in <module>', "    main()"]
+    last = "\n".join([*noise, *tb, "ExternalError: Nccl error(2), unhandled system error"])
+    buried = "\n".join([*noise[:150], *tb, "ExternalError: Nccl error(2), unhandled system error", *noise[150:]])
+    for log in (last, buried):
+        post = read_post(log)
+        assert post.errors[0] == "ExternalError: Nccl error(2), unhandled system error"
+        assert "nccl_error_2" in post.codes
+
+
+def test_coded_errors_rank_above_generic_failures():
+    post = read_post(
+        "Init hccl failed, please check the ERROR log above\n"
+        "[ERROR] HCCL(1234) Init plugin so failed, ret = 1343225860\n"
+        "training failed"
+    )
+    assert "1343225860" in post.errors[0]
+    assert "ret_1343225860" in post.codes
+
+
+def test_a_huge_paste_is_read_within_its_bounds():
+    line = "x" * 2_000_000
+    post = read_post(line + "\nRuntimeError: NCCL error(5), invalid usage")
+    assert all(len(e) <= MAX_LINE_CHARS for e in post.errors)
+    many = "\n".join(f"INFO step {i}" for i in range(200_000)) + "\nOSError: (External) NCCL error(2), unhandled"
+    post = read_post(many)
+    assert post.lines_read <= MAX_LINES < post.lines_total and post.trimmed
+    assert post.errors[0].startswith("OSError: (External) NCCL error(2)")  # the tail is always read
+
+
+def test_a_short_question_is_the_question():
+    post = read_post("How do I set NCCL_SOCKET_IFNAME?")
+    assert not post.is_log and post.prose == ("How do I set NCCL_SOCKET_IFNAME?",) and post.title == ""
+    assert read_post("本机如果不能免密登录，应该怎么处理？").question == "本机如果不能免密登录，应该怎么处理？"
+
+
+def test_empty_and_junk_posts_are_read_without_error():
+    assert read_post("").errors == () and read_post("   \n\n").prose == ()
+    assert read_post("\x00\x01\x02 🔥😭").lang == "en"

@@ -1,0 +1,97 @@
+"""The ranking model and gate: fitting recovers what the data says, files round-trip, errors say what to do."""
+
+import json
+
+import numpy as np
+import pytest
+
+from index.ranker import (
+    Linear,
+    ModelError,
+    RankModel,
+    fit_gate,
+    fit_rank,
+    load_model,
+    pick_confident,
+    pick_threshold,
+    query_shape,
+    softmax_by_group,
+)
+
+
+def test_softmax_is_taken_within_each_group():
+    p = softmax_by_group(np.array([0.0, 0.0, 5.0, 1.0, 1.0]), np.array([0, 0, 1, 1, 1]))
+    assert p[:2] == pytest.approx([0.5, 0.5]) and p[2:].sum() == pytest.approx(1.0) and p[2] > 0.9
+
+
+def test_listwise_fit_learns_which_feature_finds_the_answer():
+    rng = np.random.default_rng(0)
+    xs, ys, groups = [], [], []
+    for g in range(200):  # feature 0 marks the answer (noisily); feature 1 is noise
+        x = rng.normal(size=(10, 2))
+        y = np.zeros(10, dtype=bool)
+        y[rng.integers(10)] = True
+        x[y, 0] += 3.0
+        xs.append(x), ys.append(y), groups.append(np.full(10, g))
+    model = fit_rank(np.vstack(xs), np.concatenate(ys), np.concatenate(groups), ("signal", "noise"))
+    assert model.weights[0] > 1.0 and abs(model.weights[1]) < 0.3
+    scores = model(np.vstack(xs)).reshape(200, 10)
+    top_right = np.mean([ys[g][np.argmax(scores[g])] for g in range(200)])
+    assert top_right > 0.8
+
+
+def test_gate_fit_gives_probabilities_that_follow_the_evidence():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 1))
+    y = rng.random(400) < 1 / (1 + np.exp(-3 * x[:, 0]))
+    gate = fit_gate(x, y, ("evidence",))
+    p = 1 / (1 + np.exp(-gate(np.array([[-2.0], [0.0], [2.0]]))))
+    assert p[0] < 0.1 and 0.3 < p[1] < 0.7 and p[2] > 0.9
+
+
+def test_threshold_turns_away_at_most_the_budget_of_answerable_queries():
+    answerable = np.linspace(0.05, 1.0, 100)
+    unanswerable = np.linspace(0.0, 0.5, 50)
+    t = pick_threshold(answerable, unanswerable, 0.05)
+    assert np.mean(answerable < t) <= 0.05 and np.mean(unanswerable < t) > 0.05
+    assert np.mean(answerable < pick_threshold(answerable, unanswerable, 0.0)) == 0.0
+
+
+def test_confident_level_keeps_the_precision_of_matches():
+    conf = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    right = np.array([1, 1, 1, 0, 1, 0], dtype=bool)
+    assert pick_confident(conf, right, 0.8) == 0.5  # 4 right of the 5 at or above 0.5
+    assert pick_confident(conf, right, 1.0) == 0.7
+    assert pick_confident(conf, np.zeros(6, dtype=bool), 0.5) == 1.0
+
+
+def test_query_shape():
+    assert query_shape("a title", 1) == "post" and query_shape("", 5) == "post"
+    assert query_shape("", 1) == "short"
+
+
+def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
+    lin = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([1.0, -1.0]), 0.5)
+    model = RankModel(lin, lin, {"post": 0.1, "short": 0.3}, {"embedder": "x"}, 0.6)
+    path = tmp_path / "m.json"
+    model.save(path)
+    back = load_model(str(path))
+    assert back.thresholds == {"post": 0.1, "short": 0.3} and back.confident == 0.6
+    assert back.threshold("post") == 0.1 and back.threshold("unknown") == 0.1
+    x = np.array([[1.0, 2.0]])
+    assert back.rank(x) == pytest.approx(lin(x))
+    assert back.rank.select(np.array([[5.0, 1.0, 2.0]]), ("c", "a", "b")).tolist() == [[1.0, 2.0]]
+    with pytest.raises(ModelError, match="refit it"):
+        back.rank.select(np.array([[1.0]]), ("a",))
+    (tmp_path / "bad.json").write_text(json.dumps({"rank": {}}))
+    with pytest.raises(ModelError, match="eval/fit.py"):
+        load_model(str(tmp_path / "bad.json"))
+
+
+def test_the_shipped_model_reads_the_features_the_searcher_computes():
+    from index.features import FEATURES
+    from index.ranker import GATE_FEATURES
+
+    model = load_model()
+    assert set(model.rank.features) <= set(FEATURES) and tuple(model.gate.features) == GATE_FEATURES
+    assert model.meta["data"] and model.meta["cross_validated"]["hit@1"] > 0

@@ -185,6 +185,7 @@ def build(
     problems: list[str] | None = None,
     progress: Progress | None = None,
     link: Callable[[list[Entry], Callable[[list[str]], np.ndarray]], list[Entry]] | None = None,
+    warnings: list[str] | None = None,
 ) -> BuildStats:
     t0 = time.perf_counter()
     directory = Path(directory)
@@ -255,7 +256,8 @@ def build(
                 "en": sum(e.lang == "en" for e in entries),
                 "linked": sum(e.translation is not None for e in entries),
             },
-            "problems": problems or [],
+            "problems": problems or [],  # files skipped
+            "warnings": warnings or [],  # files indexed with a caveat (an unclosed fence, ...)
             "entries": {e.id: e.content_hash for e in entries},
         }
         try:

@@ -21,6 +21,7 @@ import logging
 import os
 import queue
 import re
+import signal
 import sys
 import threading
 import time
@@ -628,6 +629,10 @@ def launch(app, host: str = "127.0.0.1", port: int = 7860) -> None:
         file=sys.stderr,
         flush=True,
     )
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
+    # exiting through SystemExit (not the default handler's instant death) runs the atexit
+    # clean-up, e.g. of Gradio's private temp folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 

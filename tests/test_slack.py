@@ -719,8 +719,8 @@ def small_http_server(stub, seeds_kb, monkeypatch):
     """A fresh HTTP-mode server with a 1 s read timeout and 4 workers (not yet serving)."""
     import kb.slack as slack_mod
 
-    monkeypatch.setattr(slack_mod, "HTTP_READ_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(slack_mod, "HTTP_WORKERS", 4)
+    monkeypatch.setattr(slack_mod, "HTTP_READ_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(slack_mod, "HTTP_WORKERS", 4, raising=False)
     bot = slack_mod.SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
     server = slack_mod.make_http_server(bot, "127.0.0.1", 0)
     serving = threading.Thread(target=server.serve_forever, daemon=True)

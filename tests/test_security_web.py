@@ -338,3 +338,28 @@ def test_an_idle_server_uses_almost_no_cpu(server):
     used = (_cpu_seconds(server.proc.pid) - start) / 6
     print(f"idle kb serve: {used:.1%} of a core")
     assert used < 0.025
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium")
+def test_the_chat_in_a_browser_renders_no_image_and_no_html_of_the_documents(server):
+    """The real page in chromium: the answer quoting the hostile entry, a question that is itself a
+    bypass, and the source panel. No <img>, no <svg onload>, no <form>; nothing is fetched from
+    anywhere but the server (browser_page fails the test on any such request)."""
+    from test_web_browser import ANSWERED, browser_page
+
+    with browser_page(server.base + "/") as page:
+        page.fill(
+            "#kb-query textarea", "How do I read the HCCL trace viewer output? \\`<svg onload=alert(9)>`"
+        )
+        page.press("#kb-query textarea", "Enter")
+        page.wait_for_function(ANSWERED, arg=1)
+        chat = page.locator("#kb-chat")
+        assert chat.locator("img").count() == 0
+        assert chat.locator("svg[onload], form, [onerror]").count() == 0
+        text = chat.inner_text()
+        assert "![timeline](http://127.0.0.1:9/exfil" in text  # the image as its text and URL
+        assert "<svg onload=alert(9)>" in text  # the question's markup, shown as text
+        page.locator("#kb-chat .bot-row a[href*='entry/']").first.click()
+        page.wait_for_selector("#kb-entry .kb-entry")
+        panel = page.locator("#kb-entry")
+        assert panel.locator("img").count() == 0 and "[image: timeline]" in panel.inner_text()

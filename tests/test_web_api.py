@@ -522,7 +522,10 @@ def test_render_no_match_offers_suggestions(seeds_kb):
 def test_render_escapes_html_outside_code():
     from kb.web_page import code_block, escape_md_html, render_user
 
-    assert escape_md_html("<script>x</script> and `<keep>`") == "&lt;script&gt;x&lt;/script&gt; and `<keep>`"
+    # Inline code becomes <code> with its text escaped (see tests/test_security_web.py for why).
+    assert escape_md_html("<script>x</script> and `<keep>`") == (
+        "&lt;script&gt;x&lt;/script&gt; and <code>&lt;keep&gt;</code>"
+    )
     assert escape_md_html("```\n<a>\n```\n<b>") == "```\n<a>\n```\n&lt;b&gt;"
     assert code_block("echo ```x```").startswith("````bash\n")  # a fence longer than any run inside
     log = "\n".join(f"line {i}" for i in range(5000))

@@ -13,6 +13,7 @@ edit embeds only what changed.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -185,6 +186,7 @@ def build(
     problems: list[str] | None = None,
     progress: Progress | None = None,
     link: Callable[[list[Entry], Callable[[list[str]], np.ndarray]], list[Entry]] | None = None,
+    warnings: list[str] | None = None,
 ) -> BuildStats:
     t0 = time.perf_counter()
     directory = Path(directory)
@@ -255,7 +257,8 @@ def build(
                 "en": sum(e.lang == "en" for e in entries),
                 "linked": sum(e.translation is not None for e in entries),
             },
-            "problems": problems or [],
+            "problems": problems or [],  # files skipped
+            "warnings": warnings or [],  # files indexed with a caveat (an unclosed fence, ...)
             "entries": {e.id: e.content_hash for e in entries},
         }
         try:
@@ -278,10 +281,13 @@ def build(
             with open(tmp_manifest, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp_manifest, directory / "manifest.json")
-        except BaseException:
+        except BaseException as e:
             # Disk full, a permission error, Ctrl+C: the old generation stays live; remove what this
             # build wrote so a full disk is not left fuller (a SIGKILL's debris goes at the next build).
+            full = _disk_full(e, directory, _needed_bytes(entries, vectors))
             _discard(directory, gen_name)
+            if full is not None:
+                raise full from e
             raise
         _fsync_dir(directory)
         _remove_stale(directory, keep=gen_name)
@@ -300,6 +306,35 @@ def build(
             seconds_vectors=t_write - t_vectors,
             seconds_write=t_end - t_write,
         )
+
+
+def _needed_bytes(entries: list[Entry], vectors: np.ndarray) -> int:
+    """About what a generation takes on disk: the vectors twice (vectors.npy and faiss.index),
+    the entries' text as JSON and its BM25 terms, and some slack."""
+    text = sum(len(e.body) + len(e.title) + len(e.doc) for e in entries)
+    return 2 * vectors.nbytes + 4 * text + (1 << 20)
+
+
+def _disk_full(error: BaseException, directory: Path, needed: int) -> OSError | None:
+    """A write that failed because the disk is full, as an error that says so, where, and how
+    much is needed. numpy says only "N requested and M written" and faiss "fwrite ... failed"
+    (no errno), so a failed write on a disk with less free space than the index needs counts too."""
+    if not isinstance(error, OSError | RuntimeError):
+        return None
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return None
+    code = getattr(error, "errno", None)
+    if code not in (errno.ENOSPC, errno.EDQUOT) and (code is not None or free >= needed):
+        return None
+    mib = 1 << 20
+    return OSError(
+        errno.ENOSPC,
+        f"No space left on device: the disk holding {directory} is full ({free / mib:.1f} MiB free; "
+        f"this index needs about {needed / mib:.1f} MiB). Free some space there, or build elsewhere "
+        f"with --index, and run kb ingest again (the previous index is unchanged)",
+    )
 
 
 def _fsync_dir(path: Path) -> None:

@@ -11,7 +11,7 @@ The index type follows the size (rows = embedded texts, about 2.5 per entry):
   same FAQ for many products or versions, as the benchmark's is) its graph links fill up with
   duplicates, and recall@10 stayed at 0.71-0.77 even with efSearch 1,024. IVF puts duplicates in
   the same list and scores every row of a probed list exactly, so they cost it nothing. It also
-  builds in seconds (HNSW: about a minute) and its lists are memory-mapped when loaded.
+  builds in seconds (HNSW: about a minute).
 KB_VECTOR_INDEX=flat|ivf forces a type (for measurements).
 
 Threads: a search (a handful of query vectors) runs on one OpenMP thread. On these 2-core
@@ -96,10 +96,11 @@ class VectorStore:
     def load(cls, path: Path) -> VectorStore:
         import faiss
 
-        # IO_FLAG_MMAP_IFC maps the vectors of flat indexes and the lists of IVF indexes in place:
-        # nothing is read until a search touches it, and processes share the page cache (plain
-        # IO_FLAG_MMAP copies flat vectors into memory).
-        index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC)
+        # Read into memory, not memory-mapped. A mapped file that anything truncates or rewrites in
+        # place (`cp other.index faiss.index`) kills the process with SIGBUS on the next search,
+        # with nothing in the log; a copy in memory cannot be changed under the server. It costs
+        # little: a flat index is scanned whole by every search, so its pages were resident anyway.
+        index = faiss.read_index(str(path))
         return cls(index, int(index.d))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,23 @@
-"""Read, parse and annotate every FAQ file under the given paths."""
+"""Read, parse and annotate every FAQ file under the given paths.
+
+Each file is bounded, so one file can neither stop the others from landing nor hold the ingest:
+- entries: a file with more than MAX_FILE_ENTRIES headings or entries is refused by name. It is
+  generated text, not an FAQ page: 1e6 `## Q:` headings (23 MB) took 7 minutes and 3.2 GB before
+  this cap; counting heading lines first refuses it in about a second, before markdown-it;
+- time: reading and parsing one file stops after MAX_FILE_SECONDS (the parser is pure Python, so
+  a timer signal interrupts it) and the file is reported. The timer needs the main thread (the
+  `kb` CLI); elsewhere the size, line and entry caps still bound the work.
+"""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable, Iterable
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,13 +29,86 @@ from .signals import commands, signatures
 
 FileProgress = Callable[[int, int, str], None]  # (files done, files total, doc)
 _FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.M)
+# Real FAQ pages have tens to a few hundred entries; the largest in ../shared has under 200.
+MAX_FILE_ENTRIES = int(os.environ.get("KB_MAX_FILE_ENTRIES", 5000))
+MAX_FILE_SECONDS = float(os.environ.get("KB_MAX_FILE_SECONDS", 30))
 
 
 @dataclass
 class IngestReport:
     entries: list[Entry] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # skipped files, and warnings (skipped=False)
     files: int = 0  # files that produced entries or were read without error
+
+
+class _TooSlow(BaseException):
+    """Raised by the timer inside a file's parse. A BaseException, so that the parser's own
+    `except Exception` fallbacks cannot swallow it."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block with _TooSlow after `seconds` (main thread only; see the docstring).
+    A timer already set by someone else (pytest-timeout) is put back with the time it had left."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(_signum, _frame):
+        raise _TooSlow
+
+    started = time.monotonic()
+    old_handler = signal.signal(signal.SIGALRM, on_alarm)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay:
+            left = old_delay - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), old_interval)
+
+
+def count_headings(text: str) -> int:
+    """Heading lines outside code fences: an upper bound of the entries markdown-it would make
+    from headings, counted without it."""
+    upper = len(_HEADING.findall(text))
+    if upper <= MAX_FILE_ENTRIES:  # the common case: no fence walk needed
+        return upper
+    count, fence = 0, ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line.lstrip(" "))
+        if m and (not fence or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
+            fence = "" if fence else m.group(1)
+        elif not fence and _HEADING.match(line):
+            count += 1
+    return count
+
+
+def read_entries(doc: str, path: Path) -> tuple[str, list[Entry]]:
+    """The file's text and entries, within the caps; UnreadableFile names the cap it broke."""
+    try:
+        with time_limit(MAX_FILE_SECONDS):
+            text = read_text(path)
+            headings = count_headings(text)
+            if headings > MAX_FILE_ENTRIES:
+                raise UnreadableFile(
+                    f"has {headings} headings (limit {MAX_FILE_ENTRIES} entries per file): generated text, "
+                    "not a FAQ page; split it, or set KB_MAX_FILE_ENTRIES to allow it"
+                )
+            entries = entries_from_text(doc, text)
+    except _TooSlow:
+        raise UnreadableFile(
+            f"took over {MAX_FILE_SECONDS:g} s to read and parse; split it, or set KB_MAX_FILE_SECONDS to allow it"
+        ) from None
+    if len(entries) > MAX_FILE_ENTRIES:
+        raise UnreadableFile(
+            f"has {len(entries)} FAQ entries (limit {MAX_FILE_ENTRIES} per file): generated text, not a FAQ "
+            "page; split it, or set KB_MAX_FILE_ENTRIES to allow it"
+        )
+    return text, entries
 
 
 def doc_language(doc: str, text: str) -> str:
@@ -65,14 +152,16 @@ def entries_from_text(doc: str, text: str) -> list[Entry]:
     return out
 
 
-def collect(paths: Iterable[str | Path], progress: FileProgress | None = None) -> IngestReport:
-    """Entries of every readable file; each unreadable or unparsable file becomes a Problem."""
-    files, problems = find_files(paths)
+def collect(
+    paths: Iterable[str | Path], progress: FileProgress | None = None, follow_links_outside: bool = False
+) -> IngestReport:
+    """Entries of every readable file; each unreadable or unparsable file becomes a Problem, and
+    a file indexed with a caveat (an unclosed fence, a name that is not UTF-8) a warning."""
+    files, problems = find_files(paths, follow_links_outside=follow_links_outside)
     report = IngestReport(problems=list(problems))
     for n, source in enumerate(files, 1):
         try:
-            text = read_text(source.path)
-            entries = entries_from_text(source.doc, text)
+            text, entries = read_entries(source.doc, source.path)
         except UnreadableFile as e:
             report.problems.append(Problem(source.doc, str(e)))
         except Exception as e:  # a parser bug on one file must not lose the others
@@ -84,13 +173,16 @@ def collect(paths: Iterable[str | Path], progress: FileProgress | None = None) -
                 report.files += 1
                 if not entries:
                     report.problems.append(Problem(source.doc, "no FAQ entries found"))
+                if source.note:
+                    report.problems.append(Problem(source.doc, source.note, skipped=False))
                 fence = unclosed_fence(text)
                 if fence is not None:
                     report.problems.append(
                         Problem(
                             source.doc,
-                            f"the code fence opened at line {fence} is never closed, so everything after it "
-                            "was read as code (entries there are missing); close the fence",
+                            f"partly indexed: the code fence opened at line {fence} is never closed, so "
+                            "everything after it was read as code (entries there are missing); close the fence",
+                            skipped=False,
                         )
                     )
                 report.entries.extend(entries)

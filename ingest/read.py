@@ -1,9 +1,25 @@
-"""Find FAQ files under the given paths and decode them; report what cannot be read."""
+"""Find FAQ files under the given paths and decode them; report what cannot be read.
+
+What a docs folder may hold besides FAQ pages, and what each becomes (docs/reliability.md, 1):
+- links: followed while they stay inside the folder being ingested. One that leaves it
+  (`passwd.md -> /etc/passwd`, a linked folder elsewhere) is skipped and named: a docs repository
+  anyone can push to must not publish the machine's files. `--follow-links-outside` follows them.
+- anything that is not a regular file (a FIFO named `pipe.md`, a link to `/dev/zero`, a socket):
+  skipped by its kind. A FIFO would block the read forever and a device never ends, so files are
+  opened non-blocking, checked with fstat on the open descriptor (no swap between check and
+  read), and read only up to the size limit (st_size is not trusted: /proc and devices report 0).
+- a file name that is not UTF-8 (a GBK name from an archive): indexed under its name decoded as
+  GB18030 (else with \\xNN escapes), with a warning; control characters in any name are shown as
+  \\xNN, so a name cannot drive the terminal that prints it.
+- UTF-16 text (with a BOM, or without one when every other byte is NUL): decoded, not "binary".
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +32,28 @@ MAX_FILE_BYTES = int(os.environ.get("KB_MAX_FILE_BYTES", 32 * 1024 * 1024))
 # (a JSON dump, an inlined image) that would become one useless, slow-to-index entry.
 MAX_LINE_CHARS = int(os.environ.get("KB_MAX_LINE_CHARS", 1024 * 1024))
 
+_FILE_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
 
 @dataclass(frozen=True)
 class SourceFile:
     path: Path  # where it was read from
-    doc: str  # path relative to the ingested folder, '/'-separated: what citations show
+    doc: str  # path relative to the ingested folder, '/'-separated, printable: what citations show
+    note: str = ""  # something about the file worth a warning even though it is indexed
 
 
 @dataclass(frozen=True)
 class Problem:
     doc: str
     reason: str
+    skipped: bool = True  # False: the file was indexed, but not all of it or not as it should be
 
     def __str__(self) -> str:
         return f"{self.doc}: {self.reason}"
@@ -36,48 +63,115 @@ class UnreadableFile(Exception):
     """The file exists but is not text we can decode; the message says why."""
 
 
-def find_files(paths: Iterable[str | Path]) -> tuple[list[SourceFile], list[Problem]]:
+def printable(text: str) -> str:
+    """Control characters (and bidi overrides) as \\xNN / \\uNNNN, lone surrogates (undecodable
+    bytes of a name) as their \\xNN byte: safe to print on a terminal or store as JSON."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def doc_label(rel: str) -> tuple[str, str]:
+    """(printable doc name, note) for a relative path as os.walk gives it (undecodable bytes as
+    surrogates). A name that is not UTF-8 is read as GB18030 when it is that, else escaped."""
+    raw = rel.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+        note = ""
+    except UnicodeDecodeError:
+        try:
+            rel = raw.decode("gb18030")
+            note = f"its name is not UTF-8 (read as GB18030: {printable(rel)}); rename it to UTF-8 so links to it work"
+        except UnicodeDecodeError:
+            note = (
+                f"its name is not UTF-8 (shown as {printable(rel)}); rename it to UTF-8 so links to it work"
+            )
+    shown = printable(rel)
+    if not note and shown != rel:
+        note = f"its name has control characters (shown as {shown}); rename it"
+    return shown, note
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _outside_reason(path: Path, target: str) -> str:
+    what = "folder" if os.path.isdir(path) else "file"
+    return (
+        f"is a link to {printable(target)}, outside the folder being ingested; not followed "
+        f"(a {what} link out of the docs could publish any file of this machine: "
+        "pass --follow-links-outside to include it)"
+    )
+
+
+def find_files(
+    paths: Iterable[str | Path], follow_links_outside: bool = False
+) -> tuple[list[SourceFile], list[Problem]]:
     """Expand folders into FAQ files. With several roots, docs are prefixed by the root's name
-    so that two `faq.md` files cannot collide."""
+    so that two `faq.md` files cannot collide. Links leaving a root folder are reported, not
+    followed, unless `follow_links_outside`."""
     roots = [Path(p) for p in paths]
     prefix_roots = len(roots) > 1
     found: list[SourceFile] = []
     problems: list[Problem] = []
     seen: set[Path] = set()
+    docs: set[str] = set()
     for root in roots:
         if not root.exists():
-            problems.append(Problem(str(root), "no such file or folder"))
+            problems.append(Problem(printable(str(root)), "no such file or folder"))
             continue
-        if root.is_file():
-            files = [(root, root.name)]
+        if root.is_file():  # a file named on the command line is read wherever it points
+            files, tree = [(root, root.name)], None
         else:
-            files = [(p, p.relative_to(root).as_posix()) for p in _walk(root, problems)]
+            tree = None if follow_links_outside else os.path.realpath(root)
+            files = [(p, p.relative_to(root).as_posix()) for p in _walk(root, problems, tree)]
         for path, rel in files:
+            doc, note = doc_label(f"{root.name}/{rel}" if prefix_roots and root.is_dir() else rel)
             # realpath, not Path.resolve(): resolve() raises on a file link loop (a.md -> b.md -> a.md),
             # which would abort the whole ingest; the loop is reported by read_text instead.
             real = Path(os.path.realpath(path))
+            if tree is not None and not _inside(str(real), tree) and os.path.lexists(real):
+                problems.append(Problem(doc, _outside_reason(path, str(real))))
+                continue
             if real in seen:  # the same file reached twice through a link
                 continue
             seen.add(real)
-            doc = f"{root.name}/{rel}" if prefix_roots and root.is_dir() else rel
-            found.append(SourceFile(path=path, doc=doc))
+            if doc in docs:
+                problems.append(Problem(doc, "has the same name as another file once its name is decoded"))
+                continue
+            docs.add(doc)
+            found.append(SourceFile(path=path, doc=doc, note=note))
     found.sort(key=lambda f: f.doc)
     return found, problems
 
 
-def _walk(root: Path, problems: list[Problem]) -> list[Path]:
+def _walk(root: Path, problems: list[Problem], tree: str | None) -> list[Path]:
     out: list[Path] = []
     visited: set[str] = set()
-    # followlinks so that a linked docs folder is indexed; `visited` breaks link loops.
+    # followlinks so that a linked docs folder is indexed; `visited` breaks link loops, and a
+    # folder link leaving `tree` is not entered (unless tree is None: the user asked for it).
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
         real = os.path.realpath(dirpath)
+        rel = Path(dirpath).relative_to(root).as_posix()
         if real in visited:
-            rel = Path(dirpath).relative_to(root).as_posix()
-            problems.append(Problem(rel, "skipped: folder link loops back to a folder already read"))
+            problems.append(
+                Problem(doc_label(rel)[0], "skipped: folder link loops back to a folder already read")
+            )
             dirnames[:] = []
             continue
         visited.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        keep = []
+        for d in sorted(d for d in dirnames if not d.startswith(".")):
+            target = os.path.realpath(os.path.join(dirpath, d))
+            if tree is not None and not _inside(target, tree):
+                problems.append(
+                    Problem(
+                        doc_label(f"{rel}/{d}".removeprefix("./"))[0], _outside_reason(Path(target), target)
+                    )
+                )
+            else:
+                keep.append(d)
+        dirnames[:] = keep
         for name in sorted(filenames):
             if name.lower().endswith(SUFFIXES) and not name.startswith("."):
                 out.append(Path(dirpath) / name)
@@ -85,24 +179,8 @@ def _walk(root: Path, problems: list[Problem]) -> list[Path]:
 
 
 def read_text(path: Path) -> str:
-    """Decode a file as UTF-8 (BOM allowed) or GB18030/GBK; raise UnreadableFile otherwise."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise UnreadableFile(
-                f"too large ({size} bytes > {MAX_FILE_BYTES}); set KB_MAX_FILE_BYTES to allow it"
-            )
-        data = path.read_bytes()
-    except FileNotFoundError as e:
-        if path.is_symlink():
-            raise UnreadableFile(f"is a link to a missing file ({os.readlink(path)})") from e
-        raise UnreadableFile("disappeared before it could be read") from e
-    except IsADirectoryError as e:
-        raise UnreadableFile("is a folder") from e
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UnreadableFile("is a link that loops back to itself") from e
-        raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
+    """Decode a file as UTF-8 (BOM allowed), UTF-16 or GB18030/GBK; raise UnreadableFile otherwise."""
+    data = _read_bytes(path)
     text = decode(data)
     longest = max((len(line) for line in text.split("\n")), default=0)
     if longest > MAX_LINE_CHARS:
@@ -113,21 +191,98 @@ def read_text(path: Path) -> str:
     return text
 
 
+def _read_bytes(path: Path) -> bytes:
+    """At most MAX_FILE_BYTES of a regular file. O_NONBLOCK: opening a FIFO must not wait for a
+    writer; fstat on the descriptor: what is read is what was checked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as e:
+        if os.path.islink(path):
+            raise UnreadableFile(f"is a link to a missing file ({printable(os.readlink(path))})") from e
+        raise UnreadableFile("disappeared before it could be read") from e
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnreadableFile("is a link that loops back to itself") from e
+        if e.errno == errno.ENXIO:  # a socket
+            raise UnreadableFile("is a socket, not a regular file; only files are read") from e
+        raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _FILE_KINDS.get(stat.S_IFMT(mode), "something other than a file")
+            if stat.S_ISDIR(mode):
+                raise UnreadableFile("is a folder")
+            raise UnreadableFile(f"is {kind}, not a regular file; only files are read")
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            try:
+                chunk = os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size))
+            except OSError as e:
+                raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_FILE_BYTES:
+            raise UnreadableFile(
+                f"too large (over {MAX_FILE_BYTES} bytes); set KB_MAX_FILE_BYTES to allow it"
+            )
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+
 def decode(data: bytes) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    if b"\x00" in data[:65536]:
-        raise UnreadableFile("binary content (NUL bytes), not a text document")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
+    text = _decode_unicode(data)
+    if text is None:
+        if b"\x00" in data:  # the whole file: a binary tail after 64 KiB of text is binary too
+            raise UnreadableFile("binary content (NUL bytes), not a text document")
         try:
-            text = data.decode("gb18030")
-        except UnicodeDecodeError as e:
-            raise UnreadableFile("not UTF-8 or GB18030/GBK text") from e
-    if _looks_binary(text):
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("gb18030")
+            except UnicodeDecodeError as e:
+                raise UnreadableFile("not UTF-8, UTF-16 or GB18030/GBK text") from e
+    if "\x00" in text or _looks_binary(text):
         raise UnreadableFile("binary content (control characters), not a text document")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decode_unicode(data: bytes) -> str | None:
+    """Text with a byte-order mark, or BOM-less UTF-16 (every other byte NUL, as markdown's ASCII
+    gives in UTF-16); None for anything else."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(encoding)
+            except UnicodeDecodeError as e:
+                raise UnreadableFile(
+                    f"starts with a {encoding} byte-order mark but is not {encoding} text"
+                ) from e
+    sample = data[:4096]
+    if len(data) % 2 or len(sample) < 16 or b"\x00" not in sample:
+        return None
+    even, odd = sample[0::2].count(0) / len(sample[0::2]), sample[1::2].count(0) / len(sample[1::2])
+    encoding = (
+        "utf-16-le" if odd > 0.3 and even < 0.05 else "utf-16-be" if even > 0.3 and odd < 0.05 else None
+    )
+    if encoding is None:
+        return None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
 
 
 def _looks_binary(text: str) -> bool:

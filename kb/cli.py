@@ -49,12 +49,21 @@ def cmd_ingest(args) -> int:
         paths = manifest.get("sources", [])
         if not paths:
             raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")
-    outcome = ingest(paths, index_dir, settings, progress=ProgressBar(quiet=args.json))
+    outcome = ingest(
+        paths,
+        index_dir,
+        settings,
+        progress=ProgressBar(quiet=args.json),
+        follow_links_outside=args.follow_links_outside,
+    )
     if args.json:
         print(json.dumps(outcome.__dict__, ensure_ascii=False))
     else:
+        # Doc names and reasons are made printable where they are made (ingest/read.py).
         for p in outcome.problems:
             print(f"skipped {p}", file=sys.stderr)
+        for p in outcome.warnings:
+            print(f"warning {p}", file=sys.stderr)
         print(
             f"indexed {outcome.entries} entries from {outcome.files} files into {outcome.index} "
             f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
@@ -146,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_index(sp)
     sp.add_argument("--json", action="store_true", help="print a JSON summary")
+    sp.add_argument(
+        "--follow-links-outside",
+        action="store_true",
+        help="follow links that lead out of the given folders (default: skip and name them)",
+    )
     sp.set_defaults(func=cmd_ingest)
 
     for name, helptext, func in (

@@ -14,6 +14,7 @@ kb.toml is looked up at $KB_CONFIG, then ./kb.toml, then ~/.config/kb/kb.toml. E
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -21,6 +22,19 @@ from pathlib import Path
 
 class ConfigError(Exception):
     pass
+
+
+# `http://user:pass@host/v1` and `?api_key=...` in a URL such as KB_LLM_BASE_URL: the credentials
+# are the user's, never something to show to the people the server answers, or to its log.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
+_URL_SECRET_PARAM = re.compile(
+    r"(?i)([?&][^=&#\s]*(?:key|token|secret|password|passwd|pwd|sig|auth|credential)[^=&#\s]*=)[^&#\s]*"
+)
+
+
+def redact_urls(text: str) -> str:
+    """`text` with every URL's user:password@ and secret-looking query values replaced."""
+    return _URL_SECRET_PARAM.sub(r"\1[redacted]", _URL_USERINFO.sub(r"\1[redacted]@", text))
 
 
 def default_home() -> Path:

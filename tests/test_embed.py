@@ -44,3 +44,28 @@ def test_sentence_transformers_model_loads_offline_and_indexes(tmp_path, monkeyp
     with pytest.raises(KbError, match="kb ingest"):
         KnowledgeBase.open(settings=load_settings(index=str(tmp_path / "idx")))
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_threadpoolctl_is_declared_and_a_query_is_embedded_on_one_blas_thread():
+    """Query embedding runs on one BLAS thread (two made a cold server's p99 twice as slow); that
+    needs threadpoolctl, which was used but not declared: an install without it ran two threads."""
+    from importlib.metadata import requires
+
+    from threadpoolctl import threadpool_info
+
+    from index.embed import UseEmbedder
+
+    declared = [r.split(";")[0].replace(" ", "") for r in requires("bilingual-kb") or []]
+    assert any(r.startswith("threadpoolctl") for r in declared if "extra" not in r), declared
+
+    emb = UseEmbedder(threads=2)
+    seen: list[int] = []
+    real = emb._backend.encode
+
+    def encode(texts):  # what BLAS is allowed while the real model runs
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return real(texts)
+
+    emb._backend.encode = encode
+    emb.embed(["NCCL error(2) unhandled system error"])
+    assert seen == [1]

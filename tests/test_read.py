@@ -48,8 +48,8 @@ def test_missing_path_and_file_deleted_between_listing_and_reading(tmp_path, mon
 
     real_find = collect_mod.find_files
 
-    def find_then_delete(paths):
-        found, probs = real_find(paths)
+    def find_then_delete(paths, **kw):
+        found, probs = real_find(paths, **kw)
         (tmp_path / "b.md").unlink()
         return found, probs
 

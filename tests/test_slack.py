@@ -632,3 +632,138 @@ def test_cli_help_does_not_import_slack():
     code = "import sys, kb.cli; kb.cli.build_parser(); print(any(m.startswith('slack') for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.stdout.strip() == "False"
+
+
+# -- replays, malformed bodies and connections (issue 17, item 11) ---------------------------
+
+
+def test_a_replayed_slash_command_is_answered_once(bot, stub):
+    """The same signed body and timestamp sent again within bolt's 5 minutes: answered once."""
+    app, url = bot
+    form = {
+        "command": "/kb",
+        "text": "ExternalError: Nccl error(2), unhandled system error",
+        "channel_id": "CGENERAL",
+        "user_id": "UALICE",
+        "team_id": TEAM,
+        "response_url": stub.url + "/respond",
+        "trigger_id": "9.8.7",
+    }
+    ts = int(time.time())
+    for _ in range(3):
+        status, _, _ = signed_post(url, urlencode(form), "application/x-www-form-urlencoded", timestamp=ts)
+        assert status == 200
+    stub.wait_for("chat.update")
+    assert app.wait_idle(30)
+    time.sleep(0.5)
+    assert len(stub.of("chat.update")) == 1
+    assert len(stub.of("chat.postMessage")) == 2  # the question and its "searching..." placeholder
+    # A new request (new timestamp, so a new signature) with the same text is answered again.
+    assert signed_post(url, urlencode(form), "application/x-www-form-urlencoded", timestamp=ts + 1)[0] == 200
+    assert app.wait_idle(30) and len(stub.wait_for("chat.update", count=2)) == 2
+
+
+MALFORMED_BODIES = [
+    ("{not json", "application/json"),
+    ("[1, 2]", "application/json"),
+    ("null", "application/json"),
+    ('{"type": "event_callback", "event": "not an object"}', "application/json"),
+    ("payload=%7Bbroken", "application/x-www-form-urlencoded"),
+    ("payload=%5B%5D", "application/x-www-form-urlencoded"),
+]
+
+
+def test_validly_signed_malformed_bodies_get_400_and_the_server_stays_up(bot, stub):
+    """`kb slack` dropped the connection with a traceback on these; now a 400 that says why."""
+    app, url = bot
+    for body, ctype in MALFORMED_BODIES:
+        status, text, _ = signed_post(url, body, ctype)
+        assert status == 400 and "malformed request body" in text, (body, status, text)
+    event = mention("ExternalError: Nccl error(2), unhandled system error")
+    assert post_event(url, event)[0] == 200  # still answering
+    stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+
+
+def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeypatch):
+    """`kb serve --slack` answered them with a 500."""
+    fastapi = pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from kb.slack import mount
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", stub.token)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    web = fastapi.FastAPI()
+    bot = mount(web, seeds_kb, client=_client(stub))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(web, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/slack/events"
+        for body, ctype in MALFORMED_BODIES:
+            status, text, _ = signed_post(url, body, ctype)
+            assert status == 400 and "malformed request body" in text, (body, status, text)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        bot.close()
+
+
+@pytest.fixture
+def small_http_server(stub, seeds_kb, monkeypatch):
+    """A fresh HTTP-mode server with a 1 s read timeout and 4 workers (not yet serving)."""
+    import kb.slack as slack_mod
+
+    monkeypatch.setattr(slack_mod, "HTTP_READ_TIMEOUT_S", 1.0, raising=False)
+    monkeypatch.setattr(slack_mod, "HTTP_WORKERS", 4, raising=False)
+    bot = slack_mod.SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
+    server = slack_mod.make_http_server(bot, "127.0.0.1", 0)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    yield bot, server, serving, f"http://127.0.0.1:{server.server_address[1]}/slack/events"
+    if serving.is_alive():
+        server.shutdown()
+    server.server_close()
+    bot.close()
+
+
+def test_http_mode_keeps_connections_bounded_and_times_out_silent_clients(small_http_server, stub):
+    """A thread per connection and no read timeout: 100 silent connections held 100 threads
+    forever. Now a fixed pool serves them, each silent one is closed after the read timeout,
+    and a real request behind them is answered."""
+    bot, server, serving, url = small_http_server
+    serving.start()
+    before = threading.active_count()
+    silent = [socket.create_connection(server.server_address, timeout=10) for _ in range(40)]
+    silent[0].sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\n")  # half a request, then nothing
+    time.sleep(0.5)
+    assert threading.active_count() - before <= 4 + 1  # the pool, not one thread per connection
+    started = time.monotonic()
+    status, body, _ = signed_post(
+        url, json.dumps({"type": "url_verification", "challenge": "c-9"}), "application/json"
+    )
+    assert status == 200 and "c-9" in body
+    assert time.monotonic() - started < 30
+    silent[0].settimeout(10)
+    assert silent[0].recv(100) == b""  # the half request was closed by the server, not left open
+    for s in silent:
+        s.close()
+
+
+def test_http_mode_listen_backlog_takes_a_burst(small_http_server):
+    """http.server's listen backlog is 5: in a burst of connections, the rest had their SYNs dropped
+    and waited seconds to connect. Nothing is accepted here (the server is not serving yet)."""
+    _, server, _, _ = small_http_server
+    opened = []
+    try:
+        for _ in range(60):
+            opened.append(socket.create_connection(server.server_address, timeout=0.5))
+    except OSError as e:
+        pytest.fail(f"connection {len(opened) + 1} of a burst of 60 was not taken: {e}")
+    finally:
+        for s in opened:
+            s.close()

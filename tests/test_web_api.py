@@ -311,18 +311,17 @@ def test_the_chat_routes_have_the_same_body_limit(server):
     assert call(server, "GET", "/api/health")[0] == 200
 
 
-def test_uploads_are_capped_at_the_query_limit(server, gradio_tmp):
-    """Under the body limit but over max_file_size: Gradio's upload refuses it and stores nothing."""
+def test_uploads_are_refused_and_nothing_is_stored(server, gradio_tmp):
+    """The chat takes no files: Gradio's upload route answers 404 whatever the size (it used to
+    store anything under the query limit; see also tests/test_security_web.py)."""
     limit = 2 * 1024 * 1024
-    stored = lambda: sorted(p.name for p in gradio_tmp.rglob("*.log"))  # noqa: E731
+    stored = lambda: sorted(p.name for p in gradio_tmp.rglob("*"))  # noqa: E731
     before = stored()
-    head, body = multipart("big.log", b"x" * (limit + 1))
-    status, _, text = raw_request(server, "/gradio_api/upload", head, body)
-    assert status == 413 and b"maximum allowed size of 2097152 bytes" in text
+    for name, data in (("big.log", b"x" * (limit + 1)), ("small.log", b"NCCL error(2)\n")):
+        head, body = multipart(name, data)
+        status, _, text = raw_request(server, "/gradio_api/upload", head, body)
+        assert status == 404 and b"no file uploads" in text, name
     assert stored() == before
-    head, body = multipart("small.log", b"NCCL error(2)\n")
-    status, _, text = raw_request(server, "/gradio_api/upload", head, body)
-    assert status == 200 and "small.log" in text.decode() and stored() == [*before, "small.log"]
 
 
 def test_head_is_answered_where_get_is(server):
@@ -530,7 +529,10 @@ def test_render_no_match_offers_suggestions(seeds_kb):
 def test_render_escapes_html_outside_code():
     from kb.web_page import code_block, escape_md_html, render_user
 
-    assert escape_md_html("<script>x</script> and `<keep>`") == "&lt;script&gt;x&lt;/script&gt; and `<keep>`"
+    # Inline code becomes <code> with its text escaped (see tests/test_security_web.py for why).
+    assert escape_md_html("<script>x</script> and `<keep>`") == (
+        "&lt;script&gt;x&lt;/script&gt; and <code>&lt;keep&gt;</code>"
+    )
     assert escape_md_html("```\n<a>\n```\n<b>") == "```\n<a>\n```\n&lt;b&gt;"
     assert code_block("echo ```x```").startswith("````bash\n")  # a fence longer than any run inside
     log = "\n".join(f"line {i}" for i in range(5000))

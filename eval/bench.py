@@ -448,29 +448,24 @@ class _Clock:
 
 
 def _instrument(kb) -> tuple[_Clock, callable]:
-    """Time log reading, embedding, FAISS and BM25 from outside Searcher.search; returns the
-    clock and a function that empties the query-embedding cache. The timed methods are
+    """Time post reading, embedding, FAISS, BM25 and the features from outside Searcher.search;
+    returns the clock and a function that empties the query-embedding cache. The timed methods are
     wrapped on the objects themselves (instance attributes), so everything else the search
     reads from them (vocabulary, idf, ...) costs what it costs without the benchmark."""
     import index.search as search_mod
 
     clock = _Clock()
     searcher = kb._searcher
-    search_mod.read_query = clock.wrap("clean", search_mod.read_query)
+    search_mod.read_post = clock.wrap("clean", search_mod.read_post)
     searcher.embedder.embed = clock.wrap("embed", searcher.embedder.embed)
     searcher.index.vectors.search = clock.wrap("faiss", searcher.index.vectors.search)
     searcher.index.bm25.scores = clock.wrap("bm25", searcher.index.bm25.scores)
-    searcher.lexical_query = clock.wrap("bm25", searcher.lexical_query)  # tokenizing the query
-    # The query-embedding caches (module-level or per Searcher, depending on the version of
-    # index/search.py): emptied before every timed query, so each one pays for its embedding.
-    caches = [getattr(search_mod, "_query_vector", None), getattr(type(searcher), "_embed_cached", None)]
-    clears = [c.cache_clear for c in caches if hasattr(c, "cache_clear")]
-    if not clears:
-        raise RuntimeError("index/search.py has no query-embedding cache this benchmark knows how to empty")
+    search_mod.lexical_query_text = clock.wrap("bm25", search_mod.lexical_query_text)
+    searcher._features = clock.wrap("features", searcher._features)
 
     def clear() -> None:
-        for c in clears:
-            c()
+        """Empty the query-embedding cache, so each timed query pays for its embedding."""
+        search_mod._VECTORS.clear()
 
     return clock, clear
 
@@ -550,7 +545,8 @@ def _recall(kb, logs: list[str]) -> dict:
     each query vector, and of the entries the whole search returns."""
     import numpy as np
 
-    from index.text import read_query
+    from index.features import post_views
+    from index.post import read_post
     from index.vectors import VectorStore
 
     searcher = kb._searcher
@@ -561,7 +557,7 @@ def _recall(kb, logs: list[str]) -> dict:
     queries = list(SHORT_QUERIES) + logs
     row_hits = row_total = entry_hits = entry_total = 0
     for q in queries:
-        views = searcher.query_views(read_query(q))
+        views = [v.text for v in post_views(read_post(q))]
         qv = searcher.embedder.embed(views)
         _, a = approx.search(qv, 10)
         _, e = exact.search(qv, 10)

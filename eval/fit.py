@@ -31,7 +31,7 @@ from kb.evaluation import crossval  # noqa: E402
 from kb.evaluation.gold import load_gold, shared_dir  # noqa: E402
 from kb.evaluation.indexes import Indexes  # noqa: E402
 from kb.evaluation.metrics import Outcome, grouped  # noqa: E402
-from kb.evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all, _merge  # noqa: E402
+from kb.evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
 REPEATS = 3
@@ -53,14 +53,30 @@ def collect_all(settings, progress):
         sys.exit("needs ../shared beside the checkout (or KB_SHARED) for eval/real_dev.jsonl")
     dev = load_gold(shared / "eval" / "real_dev.jsonl")
     targets = indexes.for_kbs(dev)
-    dev_examples = crossval.collect(dev, {n: Searcher(t.loaded, embedder) for n, t in targets.items()}, progress)
+    dev_examples = crossval.collect(
+        dev, {n: Searcher(t.loaded, embedder) for n, t in targets.items()}, progress
+    )
     own = []
-    sources = [{"set": "real_dev", "path": "../shared/eval/real_dev.jsonl", "rows": len(dev.rows), "sha1": _digest(dev.path)}]
+    sources = [
+        {
+            "set": "real_dev",
+            "path": "../shared/eval/real_dev.jsonl",
+            "rows": len(dev.rows),
+            "sha1": _digest(dev.path),
+        }
+    ]
     for name in GOLD_FILES:
         gold = load_gold(GOLD_DIR / name)
         target = indexes.for_set(gold)
         own += crossval.collect(gold, {None: Searcher(target.loaded, embedder)}, progress)
-        sources.append({"set": gold.path.stem, "path": f"eval/gold/{name}", "rows": len(gold.rows), "sha1": _digest(gold.path)})
+        sources.append(
+            {
+                "set": gold.path.stem,
+                "path": f"eval/gold/{name}",
+                "rows": len(gold.rows),
+                "sha1": _digest(gold.path),
+            }
+        )
     return dev, targets, dev_examples, own, sources, embedder
 
 
@@ -105,12 +121,13 @@ def render(report: dict) -> str:
         f"answerability, repeated {REPEATS} times; every fold's model is fitted on the other folds plus the "
         "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
         "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
-        "both say \"no match\".",
+        'both say "no match".',
         "",
         "## Fold means (cross-validated)",
         "",
-        "| rows | n | Hit@1 | Hit@5 | MRR@10 | \"no match\" on unanswerable | answerable turned away | ranking Hit@1 (before the gate) |",
-        "|---|---|---|---|---|---|---|---|",
+        '| rows | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
+        "ranking Hit@1 (before the gate) | unanswerable shown as a match | matches that are right |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = [("all", ("overall",)), ("seeds", ("by_kb", "seeds")), ("corpus", ("by_kb", "corpus")),
               ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
@@ -123,21 +140,18 @@ def render(report: dict) -> str:
             node = node.get(p, {})
         if not node:
             continue
-
-        def cell(key: str) -> str:
+        cells = []
+        keys = ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention", "ranking_hit@1")
+        for key in (*keys, "unanswerable_matched", "match_precision"):
             v = _mean(folds, path, key)
-            return "-" if v is None else f"{v:.3f}"
-
-        lines.append(
-            f"| {label} | {node['queries']} | {cell('hit@1')} | {cell('hit@5')} | {cell('mrr@10')} | "
-            f"{cell('abstention')} | {cell('false_abstention')} | {cell('ranking_hit@1')} |"
-        )
+            cells.append("-" if v is None else f"{v:.3f}")
+        lines.append(f"| {label} | {node['queries']} | " + " | ".join(cells) + " |")
     ins = report["in_sample"]
     lines += [
         "",
         "## In-sample (the committed model on the posts it was fitted on)",
         "",
-        "| rows | Hit@1 | Hit@5 | \"no match\" on unanswerable | answerable turned away |",
+        '| rows | Hit@1 | Hit@5 | "no match" on unanswerable | answerable turned away |',
         "|---|---|---|---|---|",
     ]
     for label, path in groups[:4]:
@@ -151,11 +165,23 @@ def render(report: dict) -> str:
             )
     model = report["model"]
     th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
-    lines += ["", "## The committed model", "", f"Thresholds on the gate's probability, by query shape: {th}.", ""]
+    lines += [
+        "",
+        "## The committed model",
+        "",
+        f"Thresholds on the gate's probability, by query shape: {th}.",
+        "",
+    ]
     lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
-    lines += [f"| {f} | {w:+.3f} |" for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
+    ]
     lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
-    lines += [f"| {f} | {w:+.3f} |" for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -179,7 +205,8 @@ def main(argv=None) -> int:
         "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
         "cross_validated": {
-            key: _mean(cv["folds"], ("overall",), key) for key in ("hit@1", "hit@5", "abstention", "false_abstention")
+            key: _mean(cv["folds"], ("overall",), key)
+            for key in ("hit@1", "hit@5", "abstention", "false_abstention")
         },
     }
     model = crossval.fit([*dev_examples, *own], meta=meta)

@@ -29,7 +29,9 @@ _NAMED = re.compile(
 _UNNAMED = re.compile(r"\berror\s*[=(]\s*(-?\d{1,6})\b", re.I)
 _ASCEND = re.compile(r"\b(E[A-Z]\d{4}|E\d{5}|ERR\d{5})\b")
 _RET = re.compile(r"\bret(?:\s*[=:]\s*|\s*\[\s*)(-?\d{1,12})\b", re.I)
-_CODE = re.compile(r"\b(?:error[ _]code|error number|err(?:or)?_?code|errcode)\s*(?:is|:|=)?\s*(-?\d{1,12})\b", re.I)
+_CODE = re.compile(
+    r"\b(?:error[ _]code|error number|err(?:or)?_?code|errcode)\s*(?:is|:|=)?\s*(-?\d{1,12})\b", re.I
+)
 _ERRNO = re.compile(r"\berrno\s*[:=]?\s*(-?\d{1,4})\b|\[Errno\s*(-?\d{1,4})\]", re.I)
 _EXIT = re.compile(r"\bexit(?:[ _]?code|[ _]status)\s*[:=]?\s*\(?(-?\d{1,4})\b", re.I)
 # Words before "error" that are not the name of a library or layer.

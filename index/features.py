@@ -18,15 +18,16 @@ posts (eval/fit.py), so no weight here is set by hand. The features, grouped:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ingest.entry import Entry
 
+from .codes import conflicts
+from .evidence import EntryFacts, Vocabulary, informative
 from .post import Post
-from .text import clean_line, tokenize
+from .text import tokenize
 
 FEATURES = (
     "dense_max",
@@ -112,7 +113,12 @@ class DenseEvidence:
 
 
 def dense_evidence(
-    views: list[View], scores: np.ndarray, rows: np.ndarray, row_entry: np.ndarray, row_kind: list[str], n: int
+    views: list[View],
+    scores: np.ndarray,
+    rows: np.ndarray,
+    row_entry: np.ndarray,
+    row_kind: list[str],
+    n: int,
 ) -> DenseEvidence:
     per_view = np.full((len(views), n), -1.0, dtype=np.float32)
     by_row = {k: np.full(n, -1.0, dtype=np.float32) for k in ROW_KINDS}
@@ -131,36 +137,131 @@ def dense_evidence(
     by_view = {}
     for kind in VIEW_KINDS:
         idx = [i for i, v in enumerate(views) if v.kind == kind]
-        by_view[kind] = np.where(per_view[idx] > -1, per_view[idx], floor).max(axis=0) if idx else np.zeros(n, dtype=np.float32)
+        by_view[kind] = (
+            np.where(per_view[idx] > -1, per_view[idx], floor).max(axis=0)
+            if idx
+            else np.zeros(n, dtype=np.float32)
+        )
     return DenseEvidence(best, by_view, by_row, per_view, floor)
 
 
-def coverage(want: set[str], have: frozenset[str] | set[str], idf) -> float:
-    """Share of `want` (weighted by rarity) that `have` contains."""
-    total = sum(idf(t) for t in want)
-    return sum(idf(t) for t in want & have) / total if total > 0 else 0.0
+MIN_COVERAGE_WORDS = 4  # a view needs this many informative words to count for query_coverage
+MATCHED_SIGNATURE = 0.6  # a signature overlap from which the hit names the signature it matched
 
 
-def informative(tokens) -> set[str]:
-    """Tokens that carry meaning on their own: not short numbers."""
-    return {t for t in tokens if not t.isdigit() or len(t) >= 3}
+@dataclass(frozen=True)
+class Legs:
+    """What the two legs found for one post."""
+
+    dense: DenseEvidence
+    bm25: np.ndarray  # BM25 score of every entry
+    bm25_best: float  # the most the post could score
+    tokens: list[str]  # the post's lexical tokens
+    dense_rank: dict[int, int]  # entry -> 1-based rank, for the dense leg's candidates
+    lexical_rank: dict[int, int]
 
 
-def title_tokens(entry: Entry) -> set[str]:
-    return informative(tokenize(clean_line(entry.title)))
+def candidate_features(
+    post: Post,
+    views: list[View],
+    lang: str,
+    idx: np.ndarray,
+    legs: Legs,
+    entries: list[Entry],
+    facts: EntryFacts,
+    vocab: Vocabulary,
+) -> tuple[np.ndarray, dict[int, str]]:
+    """The FEATURES matrix of the candidates `idx`, and the signature each one matched (if any)."""
+    cols = _dense_columns(views, idx, legs, entries)
+    cols.update(_lexical_columns(idx, legs, vocab))
+    words, matched = _word_columns(post, views, lang, idx, entries, facts, vocab)
+    cols.update(words)
+    return np.column_stack([cols[f] for f in FEATURES]).astype(np.float32), matched
 
 
-_QUESTION_TITLE = re.compile(
-    r"[?？]\s*$|^\s*(Q\d*|问题)\s*[:：]|^\s*(how|what|why|when|which|can|does|is|should)\b|怎么|如何|为什么|吗",
-    re.I,
-)
-_SECTION_TITLE = re.compile(r"^\s*(\d+(\.\d+)*\.?|[一二三四五六七八九十]+[、.])\s*\S")
+def _rank_column(idx: np.ndarray, ranks: dict[int, int]) -> np.ndarray:
+    return np.array([1.0 / np.log2(1 + ranks[int(i)]) if int(i) in ranks else 0.0 for i in idx])
 
 
-def entry_shape(entry: Entry) -> tuple[float, float, float]:
-    """What kind of entry it is: a question, a numbered section of a guide, how long."""
-    return (
-        1.0 if _QUESTION_TITLE.search(entry.title) else 0.0,
-        1.0 if _SECTION_TITLE.match(entry.title) else 0.0,
-        float(np.log1p(entry.end_line - entry.start_line + 1)),
-    )
+def _dense_columns(views: list[View], idx: np.ndarray, legs: Legs, entries: list[Entry]) -> dict:
+    ev = legs.dense
+    floor = ev.floor
+
+    def at(values: np.ndarray) -> np.ndarray:
+        v = values[idx]
+        return np.where(v > -1, v, floor)
+
+    seen = ev.per_view[:, idx]
+    has_sig = np.array([bool(entries[int(i)].signatures) for i in idx], dtype=bool)
+    return {
+        "dense_max": at(ev.best),
+        "dense_title_view": ev.by_view["title"][idx],
+        "dense_prose_view": ev.by_view["prose"][idx],
+        "dense_error_view": ev.by_view["error"][idx],
+        "dense_mean": np.where(seen > -1, seen, floor).mean(axis=0)
+        if len(views)
+        else np.full(len(idx), floor),
+        "dense_to_title": at(ev.by_row["title"]),
+        "dense_to_signature": np.where(has_sig, at(ev.by_row["signature"]), floor),
+        "dense_to_answer": at(ev.by_row["answer"]),
+        "dense_rank": _rank_column(idx, legs.dense_rank),
+    }
+
+
+def _lexical_columns(idx: np.ndarray, legs: Legs, vocab: Vocabulary) -> dict:
+    bm = legs.bm25[idx].astype(np.float64)
+    top = float(bm.max()) if len(bm) and bm.max() > 0 else 1.0
+    return {
+        "bm25_rel": bm / top,
+        "bm25_abs": bm / legs.bm25_best if legs.bm25_best > 0 else np.zeros(len(idx)),
+        "bm25_known": vocab.known_share(legs.tokens) * bm / top,
+        "lexical_rank": _rank_column(idx, legs.lexical_rank),
+    }
+
+
+def _word_columns(post, views, lang, idx, entries, facts: EntryFacts, vocab: Vocabulary):
+    """Coverage, error identity and the entry's shape: per candidate, from its facts."""
+    query_tokens = informative(tokenize(lexical_query_text(post))) | set(post.codes)
+    key_views = [
+        w for w in (informative(tokenize(v.text)) for v in views[:3]) if len(w) >= MIN_COVERAGE_WORDS
+    ]
+    title_view = informative(tokenize(post.title)) if post.title else set()
+    lines = [informative(tokenize(s)) for s in (post.title, *post.errors, *post.exceptions[:2]) if s]
+    lines = [frozenset(x) for x in lines if x]
+    names = ("title_coverage", "query_coverage", "signature_overlap", "code_match", "code_conflict",
+             "same_lang", "entry_has_signatures", "entry_is_question", "entry_is_section", "entry_lines",
+             "title_view_coverage")  # fmt: skip
+    out = {n: np.zeros(len(idx)) for n in names}
+    matched: dict[int, str] = {}
+    for r, i in enumerate(int(i) for i in idx):
+        f = facts[i]
+        out["title_coverage"][r] = vocab.coverage(f.title_tokens, query_tokens) if f.title_tokens else 0.0
+        out["query_coverage"][r] = max((vocab.coverage(w, f.tokens) for w in key_views), default=0.0)
+        out["title_view_coverage"][r] = vocab.coverage(title_view, f.title_tokens) if title_view else 0.0
+        out["code_match"][r] = 1.0 if post.codes & f.codes else 0.0
+        out["code_conflict"][r] = 1.0 if conflicts(post.codes, f.codes) else 0.0
+        out["same_lang"][r] = 1.0 if entries[i].lang == lang else 0.0
+        out["entry_has_signatures"][r] = 1.0 if entries[i].signatures else 0.0
+        out["entry_is_question"][r], out["entry_is_section"][r], out["entry_lines"][r] = (
+            f.is_question, f.is_section, f.lines
+        )  # fmt: skip
+        overlap, which = signature_overlap(lines, f.signatures, vocab)
+        out["signature_overlap"][r] = overlap
+        if which is not None and overlap >= MATCHED_SIGNATURE:
+            matched[i] = which
+    return out, matched
+
+
+def signature_overlap(lines, signatures, vocab: Vocabulary) -> tuple[float, str | None]:
+    """How much of one of the entry's error lines a post line reproduces (0..1), and which one.
+    Containment of the signature's tokens in the post line, by rarity: a user's line carries
+    extra run-specific words, the FAQ's line is the canonical part; sharing `error` and `failed`
+    is not a match, sharing `1343225860` or `ibv_modify_qp` is. Short signatures (3 tokens) are
+    easy to contain by chance and count for less."""
+    best, which = 0.0, None
+    for q in lines:
+        for sig, st in signatures:
+            s = vocab.coverage(st, q) * min(1.0, len(st) / 4)
+            if s > best:
+                best, which = s, sig
+    return best, which

@@ -84,8 +84,12 @@ _TEMPLATE_TEXT = re.compile(
     re.I,
 )
 # `[rank3]: ...`, `3: ...`, `(VllmWorker rank=1 pid=7226)` before every line of a multi-process run.
-_PROCESS_PREFIX = re.compile(r"^\s*(\[rank\d*\]:?|\d{1,3}:(?=\s)|\([\w ]*rank\s*=?\s*\d*[^)]*\)|\[\s*:[\d:]*\s*\])\s*")
-_CODEY = re.compile(r"^\s*(import |from \S+ import|def |class |return |self\.|[\w.]+\s*=\s*[\w.]+\(|[})\]];?\s*$)")
+_PROCESS_PREFIX = re.compile(
+    r"^\s*(\[rank\d*\]:?|\d{1,3}:(?=\s)|\([\w ]*rank\s*=?\s*\d*[^)]*\)|\[\s*:[\d:]*\s*\])\s*"
+)
+_CODEY = re.compile(
+    r"^\s*(import |from \S+ import|def |class |return |self\.|[\w.]+\s*=\s*[\w.]+\(|[})\]];?\s*$)"
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,9 @@ def _is_prose(raw: str, line: str) -> bool:
         return True
     words = re.findall(r"[A-Za-z][a-z']+", line)
     letters = sum(c.isalpha() or c.isspace() for c in line)
-    return len(words) >= 4 and letters >= 0.7 * len(line) and (bool(_PERSON.search(line)) or line.endswith("?"))
+    return (
+        len(words) >= 4 and letters >= 0.7 * len(line) and (bool(_PERSON.search(line)) or line.endswith("?"))
+    )
 
 
 def _title_of(first: str, rest_starts_blank: bool, n_lines: int) -> str:
@@ -211,7 +217,9 @@ def read_post(text: str) -> Post:
             continue
         if _TABLE.search(raw) or _PIP_ROW.match(raw) or _PROGRESS.search(raw):
             continue
-        if fence_info in ("yaml", "yml", "json", "toml", "ini", "python", "py") and not _EXCEPTION.match(line):
+        if fence_info in ("yaml", "yml", "json", "toml", "ini", "python", "py") and not _EXCEPTION.match(
+            line
+        ):
             continue  # configuration or source code, not what went wrong
         if (_HEADING.match(raw) and not re.search(r"[?？]", raw)) or _TEMPLATE_TEXT.match(line):
             continue  # an issue template's headings, labels and instructions

@@ -228,7 +228,11 @@ def fit_rank(
 
 
 def fit_gate(
-    x: np.ndarray, y: np.ndarray, features: tuple[str, ...], sample_weight: np.ndarray | None = None, l2: float = 1.0
+    x: np.ndarray,
+    y: np.ndarray,
+    features: tuple[str, ...],
+    sample_weight: np.ndarray | None = None,
+    l2: float = 1.0,
 ) -> Linear:
     """L2-regularised logistic regression: P(the top answer is right | what the ranking saw)."""
     from scipy.optimize import minimize
@@ -263,7 +267,9 @@ def pick_confident(conf: np.ndarray, right: np.ndarray, precision: float) -> flo
     return float(conf[order][ok[-1]])
 
 
-def pick_threshold(conf_answerable: np.ndarray, conf_unanswerable: np.ndarray, max_false_abstention: float) -> float:
+def pick_threshold(
+    conf_answerable: np.ndarray, conf_unanswerable: np.ndarray, max_false_abstention: float
+) -> float:
     """The highest threshold that turns away at most `max_false_abstention` of the answerable
     posts (so the most unanswerable ones are turned away under that budget)."""
     if len(conf_answerable) == 0:

@@ -20,7 +20,7 @@ of 31 unanswerable posts.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from threading import Lock
 
 import numpy as np
@@ -28,28 +28,17 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .codes import conflicts, error_codes
 from .embed import Embedder
-from .features import (
-    FEATURES,
-    View,
-    coverage,
-    dense_evidence,
-    entry_shape,
-    informative,
-    lexical_query_text,
-    post_views,
-    title_tokens,
-)
+from .evidence import EntryFacts, Vocabulary, informative
+from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
+from .gate import gate_row
 from .post import Post, read_post
-from .ranker import GATE_FEATURES, RankModel, load_model, query_shape, softmax_by_group
+from .ranker import GATE_FEATURES, RankModel, load_model, query_shape
 from .store import LoadedIndex
-from .text import clean_line, tokenize
-from .views import lexical_tokens
+from .text import tokenize
 
 CANDIDATES = 40  # entries taken from each leg
 DENSE_DEPTH = 200  # rows asked of the vector index per view
-MIN_COVERAGE_WORDS = 4  # a view needs this many informative words to count for query_coverage
 QUERY_CACHE_SIZE = 512
 QUERY_CACHE_KEY_CHARS = 600  # views are at most this long; longer keys are not cached
 
@@ -79,7 +68,7 @@ class SearchResult:
 
     @property
     def strength(self) -> str:
-        """"match", "weak" (the closest entry, which may not be the problem) or "none"."""
+        """ "match", "weak" (the closest entry, which may not be the problem) or "none"."""
         return "none" if self.no_match else ("weak" if self.weak else "match")
 
 
@@ -141,10 +130,8 @@ class Searcher:
         self.embedder = embedder
         self._model = model
         self._by_id = index.by_id
-        idf = index.bm25.idf
-        self._idf_max = float(idf.max()) if len(idf) else 1.0
-        self._entry_info: dict[int, tuple] = {}  # entry index -> (tokens, title tokens, codes, signature token sets)
-        self._info_lock = Lock()
+        self.vocab = Vocabulary(index.bm25.vocab, index.bm25.idf)
+        self.facts = EntryFacts(index.entries)
 
     @property
     def model(self) -> RankModel:
@@ -154,52 +141,15 @@ class Searcher:
             self._model = load_model()
         return self._model
 
-    # ---- per-entry facts, computed once per index -------------------------------------------
-    def _info(self, i: int) -> tuple:
-        info = self._entry_info.get(i)
-        if info is None:
-            e = self.index.entries[i]
-            sigs = [(s, frozenset(informative(tokenize(clean_line(s)[:1000])))) for s in e.signatures]
-            info = (
-                frozenset(lexical_tokens(e)),
-                title_tokens(e),
-                error_codes(e.title + "\n" + e.body),
-                tuple(x for x in sigs if len(x[1]) >= 2),
-                entry_shape(e),
-            )
-            with self._info_lock:
-                self._entry_info[i] = info
-        return info
-
-    def _idf(self, token: str) -> float:
-        """Rarity of a token in this index; a token the index never saw counts as the rarest."""
-        j = self.index.bm25.vocab.get(token)
-        return float(self.index.bm25.idf[j]) if j is not None else self._idf_max
-
-    def _known_share(self, tokens: list[str]) -> float:
-        """How much of the query (by rarity) the index's vocabulary contains at all. A Chinese
-        question over English entries shares only `MindSpore` with them: its BM25 ranking is
-        noise and should weigh accordingly."""
-        distinct = set(tokens)
-        total = sum(self._idf(t) for t in distinct)
-        vocab = self.index.bm25.vocab
-        return sum(self._idf(t) for t in distinct if t in vocab) / total if total > 0 else 0.0
-
     def specific_first(self, lines: tuple[str, ...]) -> tuple[str, ...]:
         """Error lines in the post reader's order, refined by how specific they are to this
-        index (the rarity of their three rarest known tokens): `Init plugin so failed, ret =
-        1343225860` before `Init hccl failed, please check the ERROR log above`."""
+        index: `Init plugin so failed, ret = 1343225860` before `Init hccl failed, please check
+        the ERROR log above`."""
         if len(lines) < 2:
             return lines
-        vocab = self.index.bm25.vocab
         n = len(lines)
-
-        def key(item: tuple[int, str]) -> float:
-            pos, line = item
-            known = sorted((self._idf(t) for t in set(tokenize(line)) if t in vocab), reverse=True)[:3]
-            return -(sum(known) / (3 * self._idf_max) + (n - pos) / n)
-
-        return tuple(line for _, line in sorted(enumerate(lines), key=key))
+        order = sorted(enumerate(lines), key=lambda p: -(self.vocab.specificity(p[1]) + (n - p[0]) / n))
+        return tuple(line for _, line in order)
 
     # ---- the two legs -----------------------------------------------------------------------
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -219,100 +169,56 @@ class Searcher:
     def candidates(self, query: str, lang: str | None = None) -> Candidates:
         post = read_post(query)
         if post.errors:
-            post = _with_errors(post, self.specific_first(post.errors))
+            post = replace(post, errors=self.specific_first(post.errors))
         reader_lang = lang or post.lang
         entries = self.index.entries
-        n = len(entries)
         views = post_views(post)
-        empty = np.zeros((0, len(FEATURES)), dtype=np.float32)
-        if n == 0:
-            return Candidates(post, reader_lang, views, np.zeros(0, dtype=np.int64), empty, np.zeros(0), {}, {}, {})
+        if not entries:
+            empty = np.zeros((0, len(FEATURES)), dtype=np.float32)
+            return Candidates(
+                post, reader_lang, views, np.zeros(0, dtype=np.int64), empty, np.zeros(0), {}, {}, {}
+            )
+        legs = self._legs(post, views)
+        idx = self._candidate_entries(legs)
+        x, matched = candidate_features(post, views, reader_lang, idx, legs, entries, self.facts, self.vocab)
+        best = legs.dense.best[idx]
+        dense = np.where(best > -1, best, legs.dense.floor)
+        return Candidates(
+            post, reader_lang, views, idx, x, dense, legs.dense_rank, legs.lexical_rank, matched
+        )
 
-        qv = self._embed([v.text for v in views])
-        scores, rows = self.index.vectors.search(qv, DENSE_DEPTH)
+    def _legs(self, post: Post, views: list[View]) -> Legs:
+        n = len(self.index.entries)
+        scores, rows = self.index.vectors.search(self._embed([v.text for v in views]), DENSE_DEPTH)
         ev = dense_evidence(views, scores, rows, self.index.row_entry, self.index.row_kind, n)
         dense_order = [int(i) for i in np.argsort(-ev.best)[:CANDIDATES] if ev.best[i] > -1]
-
         tokens = tokenize(lexical_query_text(post)) + sorted(post.codes)
         bm, bm_best = self.index.bm25.scores(tokens)
         lex_order = [int(i) for i in np.argsort(-bm)[:CANDIDATES] if bm[i] > 0]
+        return Legs(
+            ev,
+            bm,
+            bm_best,
+            tokens,
+            {e: r for r, e in enumerate(dense_order, 1)},
+            {e: r for r, e in enumerate(lex_order, 1)},
+        )
 
-        cand = list(dict.fromkeys(dense_order + lex_order))
-        # An entry's translation is a candidate too: the pair is one FAQ, shown in the reader's language.
+    def _candidate_entries(self, legs: Legs) -> np.ndarray:
+        """Both legs' candidates, and their translations: a pair is one FAQ, shown in the
+        reader's language, so both members are weighed."""
+        cand = list(dict.fromkeys([*legs.dense_rank, *legs.lexical_rank]))
         for i in list(cand):
-            t = entries[i].translation
+            t = self.index.entries[i].translation
             j = self._by_id.get(t) if t else None
             if j is not None and j not in cand:
                 cand.append(j)
-        idx = np.asarray(cand, dtype=np.int64)
-        dense_rank = {e: r for r, e in enumerate(dense_order, 1)}
-        lex_rank = {e: r for r, e in enumerate(lex_order, 1)}
-        x, matched = self._features(post, views, reader_lang, idx, ev, bm, bm_best, tokens, dense_rank, lex_rank)
-        dense = np.where(ev.best[idx] > -1, ev.best[idx], ev.floor)
-        return Candidates(post, reader_lang, views, idx, x, dense, dense_rank, lex_rank, matched)
-
-    def _features(self, post, views, reader_lang, idx, ev, bm, bm_best, tokens, dense_rank, lex_rank):
-        floor = ev.floor
-        top_bm = float(bm[idx].max()) if len(idx) and bm[idx].max() > 0 else 1.0
-        known = self._known_share(tokens)
-        query_tokens = informative(tokens)
-        key_views = [informative(tokenize(v.text)) for v in views[:3]]
-        key_views = [w for w in key_views if len(w) >= MIN_COVERAGE_WORDS]
-        title_view = informative(tokenize(post.title)) if post.title else set()
-        sig_lines = [frozenset(informative(tokenize(s))) for s in (post.title, *post.errors, *post.exceptions[:2]) if s]
-        sig_lines = [s for s in sig_lines if s]
-        x = np.zeros((len(idx), len(FEATURES)), dtype=np.float32)
-        matched: dict[int, str] = {}
-        col = {f: k for k, f in enumerate(FEATURES)}
-        for r, i in enumerate(idx):
-            i = int(i)
-            toks, ttoks, codes, sigs, shape = self._info(i)
-            e = self.index.entries[i]
-
-            def cos(a: np.ndarray) -> float:
-                return float(a[i]) if a[i] > -1 else floor
-
-            seen = ev.per_view[:, i]
-            row = {
-                "dense_max": cos(ev.best),
-                "dense_title_view": float(ev.by_view["title"][i]),
-                "dense_prose_view": float(ev.by_view["prose"][i]),
-                "dense_error_view": float(ev.by_view["error"][i]),
-                "dense_mean": float(np.where(seen > -1, seen, floor).mean()) if len(seen) else floor,
-                "dense_to_title": cos(ev.by_row["title"]),
-                "dense_to_signature": cos(ev.by_row["signature"]) if e.signatures else floor,
-                "dense_to_answer": cos(ev.by_row["answer"]),
-                "dense_rank": 1.0 / np.log2(1 + dense_rank[i]) if i in dense_rank else 0.0,
-                "bm25_rel": float(bm[i]) / top_bm,
-                "bm25_abs": float(bm[i]) / bm_best if bm_best > 0 else 0.0,
-                "bm25_known": known * float(bm[i]) / top_bm,
-                "lexical_rank": 1.0 / np.log2(1 + lex_rank[i]) if i in lex_rank else 0.0,
-                "title_coverage": coverage(ttoks, query_tokens, self._idf) if ttoks else 0.0,
-                "query_coverage": max((coverage(w, toks, self._idf) for w in key_views), default=0.0),
-                "code_match": 1.0 if post.codes & codes else 0.0,
-                "code_conflict": 1.0 if conflicts(post.codes, codes) else 0.0,
-                "same_lang": 1.0 if e.lang == reader_lang else 0.0,
-                "entry_has_signatures": 1.0 if e.signatures else 0.0,
-                "entry_is_question": shape[0],
-                "entry_is_section": shape[1],
-                "entry_lines": shape[2],
-                "title_view_coverage": coverage(title_view, ttoks, self._idf) if title_view else 0.0,
-            }
-            best_sig, which = 0.0, None
-            for q in sig_lines:
-                for sig, st in sigs:
-                    s = coverage(st, q, self._idf) * min(1.0, len(st) / 4)  # short signatures match by chance
-                    if s > best_sig:
-                        best_sig, which = s, sig
-            row["signature_overlap"] = best_sig
-            if which is not None and best_sig >= 0.6:
-                matched[i] = which
-            for f, v in row.items():
-                x[r, col[f]] = v
-        return x, matched
+        return np.asarray(cand, dtype=np.int64)
 
     # ---- ranking and the decision -------------------------------------------------------------
-    def rank(self, c: Candidates, model: RankModel | None = None) -> tuple[list[tuple[int, int | None, float]], np.ndarray]:
+    def rank(
+        self, c: Candidates, model: RankModel | None = None
+    ) -> tuple[list[tuple[int, int | None, float]], np.ndarray]:
         """FAQs best first as (shown entry, its translation, score); and the gate's row."""
         model = model or self.model
         if len(c.entries) == 0:
@@ -336,33 +242,7 @@ class Searcher:
             if j is not None and entries[i].lang != c.lang and entries[j].lang == c.lang:
                 shown, other = j, i
             faqs.append((shown, other, float(s[k])))
-        return faqs, self._gate_row(c, faqs, s, pos)
-
-    def _gate_row(self, c: Candidates, faqs, s: np.ndarray, pos: dict[int, int]) -> np.ndarray:
-        members = [pos[m] for m in (faqs[0][0], faqs[0][1]) if m is not None and m in pos]
-        top_x = c.x[members].max(axis=0)
-        scores = np.array([f[2] for f in faqs])
-        prob = softmax_by_group(scores, np.zeros(len(scores), dtype=np.int64))[0]
-        col = {f: k for k, f in enumerate(c.names)}
-        have = frozenset().union(*(self._info(m)[0] for m in (faqs[0][0], faqs[0][1]) if m is not None))
-        main = informative(tokenize(_main_line(c.post)))
-        known = {t for t in main if t in self.index.bm25.vocab}
-        missing = [self._idf(t) for t in known - have]
-        error_lines = [informative(tokenize(x)) for x in (*c.post.exceptions[:1], *c.post.errors[:2])]
-        row = {
-            "error_coverage": max((coverage(w, have, self._idf) for w in error_lines if w), default=1.0),
-            "main_coverage": coverage(main, have, self._idf) if main else 0.0,
-            "known_rare_missing": max(missing, default=0.0) / self._idf_max,
-            "known_missing_share": len(known - have) / len(known) if known else 0.0,
-            "unknown_share": 1.0 - len(known) / len(main) if main else 0.0,
-            "top_score": faqs[0][2],
-            "margin": faqs[0][2] - faqs[1][2] if len(faqs) > 1 else 5.0,
-            "top_prob": prob,
-            "has_title": 1.0 if c.post.title else 0.0,
-            "has_prose": 1.0 if c.post.prose else 0.0,
-            "has_errors": 1.0 if c.post.errors else 0.0,
-        }
-        return np.array([row[f] if f in row else top_x[col[f]] for f in GATE_FEATURES], dtype=np.float64)
+        return faqs, gate_row(c.post, faqs, c.x, c.names, pos, self.facts, self.vocab)
 
     def search(self, query: str, k: int = 5, lang: str | None = None) -> SearchResult:
         c = self.candidates(query, lang)
@@ -387,8 +267,7 @@ class Searcher:
 
     def _has_content(self, c: Candidates) -> bool:
         words = informative(tokenize(" ".join(v.text for v in c.views)))
-        vocab = self.index.bm25.vocab
-        return any(t in vocab or cjk_count(t) for t in words)
+        return any(t in self.vocab or cjk_count(t) for t in words)
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries
@@ -405,15 +284,3 @@ class Searcher:
             matched_signature=matched,
             translation=entries[other] if other is not None else None,
         )
-
-
-def _main_line(post: Post) -> str:
-    """The line that says what the post is about: its title, else its most telling error line,
-    else what the person wrote."""
-    return post.title or (post.errors[0] if post.errors else post.question)
-
-
-def _with_errors(post: Post, errors: tuple[str, ...]) -> Post:
-    from dataclasses import replace
-
-    return replace(post, errors=errors)

@@ -197,6 +197,67 @@ def test_crosslingual_generator_reproduces_the_committed_sets():
     )
 
 
+# ---- real posts: the label form of ../shared/eval/real_dev.jsonl ---------------------------------
+
+
+def test_real_post_rows_are_searched_in_their_own_knowledge_base(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SHARED", str(tmp_path))
+    rows = [
+        {"id": "p1", "text": "title\n\nbody", "lang": "en", "match": "exact",
+         "expected": [{"kb": "alpha", "doc": "a.md", "title": "T", "start_line": 10, "end_line": 20},
+                      {"kb": "beta", "doc": "b.md", "title": "T", "start_line": 1, "end_line": 4, "translation_of": 0}]},
+        {"id": "p2", "text": "no answer here", "lang": "zh", "match": "none", "expected": []},
+    ]  # fmt: skip
+    path = tmp_path / "real.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), "utf-8")
+    gold = load_gold(path)
+    assert gold.per_row_kb and gold.kbs == {"alpha": tmp_path / "alpha", "beta": tmp_path / "beta"}
+    p1, p2 = gold.rows
+    assert (p1.kb, p1.kind, p1.query) == ("alpha", "exact", "title\n\nbody")
+    assert p1.expected[1].translation_of == 0 and (p2.kb, p2.answerable) == (None, False)
+
+
+def test_a_range_label_needs_half_the_entry_inside_it():
+    label = Expected("a.md", start=10, end=20)
+    assert entry_matches(entry("a.md", 12, 18), label)  # all inside
+    assert entry_matches(entry("a.md", 5, 14), label)  # 5 of 10 lines inside: half is enough
+    assert not entry_matches(entry("a.md", 1, 14), label)  # 5 of 14
+    assert not entry_matches(entry("b.md", 12, 18), label)  # another document
+
+
+def test_an_unanswerable_post_is_turned_away_only_when_every_index_says_no_match():
+    from kb.evaluation.run import _merge
+
+    refused = Outcome(True, [], [Shown(A)], confidence=0.1)
+    answered = Outcome(False, [Shown(B)], [Shown(B)], confidence=0.7, weak=True)
+    assert _merge([refused, refused]).no_match
+    both = _merge([refused, answered])
+    assert not both.no_match and both.shown == [Shown(B)] and both.weak and both.confidence == 0.7
+
+
+def test_folds_keep_a_post_searched_in_two_indexes_together_and_balance_the_strata():
+    from kb.evaluation.crossval import folds_of
+
+    rows = [row([Expected("a.md", line=1)], id=f"s{i}") for i in range(10)]
+    rows = [GoldRow(r.id, r.query, r.lang, r.kind, r.expected, kb="alpha") for r in rows]
+    rows += [row([], id=f"u{i}") for i in range(5)] * 2  # each unanswerable row twice: two indexes
+    folds = folds_of(rows, k=5, seed=3)
+    assert set(folds) == {r.id for r in rows} and set(folds.values()) == set(range(5))
+    for f in range(5):
+        assert sum(folds[f"s{i}"] == f for i in range(10)) == 2  # every fold holds its share
+    assert folds == folds_of(rows, k=5, seed=3)  # the split is reproducible
+
+
+def test_match_strength_metrics():
+    right = judge(row([Expected("a.md", line=15)]), shown(A), k=10)
+    weak_no = Outcome(False, [Shown(B)], [Shown(B)], weak=True)
+    m = metrics(
+        [right, judge(row([], id="u1"), weak_no, k=10), judge(row([], id="u2"), shown(B), k=10)], k=10
+    )
+    assert m["unanswerable_matched"] == 0.5  # u2 got a confident answer; u1 only the closest entry
+    assert m["match_precision"] == 0.5  # of the two confident answers, one was right
+
+
 # ---- indexes, CLI, baselines (real seed index, real embedder) ----------------------------------
 
 

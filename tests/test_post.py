@@ -51,11 +51,21 @@ def test_title_question_and_error_are_kept_and_the_template_noise_dropped():
     post = read_post(ISSUE_TEMPLATE_POST)
     assert post.title == "two-node training hangs at init_process_group"  # the [Bug]: tag is not the title
     [said] = post.prose  # what the person typed, and nothing else
-    assert said.startswith("I start both nodes with the same config") and said.endswith("What should I check?")
+    assert said.startswith("I start both nodes with the same config") and said.endswith(
+        "What should I check?"
+    )
     assert post.errors[0].startswith("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp")
     assert post.exceptions[0].startswith("RuntimeError: NCCL error in")
     kept = " ".join([post.title, *post.prose, *post.errors, *post.exceptions]).lower()
-    for noise in ("transformers", "glibc", "deepspeed", "nvidia-smi", "a100", "num_machines", "compute_environment"):
+    for noise in (
+        "transformers",
+        "glibc",
+        "deepspeed",
+        "nvidia-smi",
+        "a100",
+        "num_machines",
+        "compute_environment",
+    ):
         assert noise not in kept, noise
     # Launcher boilerplate is kept apart: every failed torchrun job prints it.
     assert any("ChildFailedError" in b for b in post.boilerplate)
@@ -90,7 +100,9 @@ def test_the_key_line_is_found_when_buried_or_last():
     noise = [f"[2024-03-01 12:00:{i % 60:02d}] worker-{i % 8}: INFO step {i} loss=1.{i}" for i in range(300)]
     tb = ["Traceback (most recent call last):", '  File "/x/train.py", line 3, in <module>', "    main()"]
     last = "\n".join([*noise, *tb, "ExternalError: Nccl error(2), unhandled system error"])
-    buried = "\n".join([*noise[:150], *tb, "ExternalError: Nccl error(2), unhandled system error", *noise[150:]])
+    buried = "\n".join(
+        [*noise[:150], *tb, "ExternalError: Nccl error(2), unhandled system error", *noise[150:]]
+    )
     for log in (last, buried):
         post = read_post(log)
         assert post.errors[0] == "ExternalError: Nccl error(2), unhandled system error"
@@ -111,7 +123,9 @@ def test_a_huge_paste_is_read_within_its_bounds():
     line = "x" * 2_000_000
     post = read_post(line + "\nRuntimeError: NCCL error(5), invalid usage")
     assert all(len(e) <= MAX_LINE_CHARS for e in post.errors)
-    many = "\n".join(f"INFO step {i}" for i in range(200_000)) + "\nOSError: (External) NCCL error(2), unhandled"
+    many = (
+        "\n".join(f"INFO step {i}" for i in range(200_000)) + "\nOSError: (External) NCCL error(2), unhandled"
+    )
     post = read_post(many)
     assert post.lines_read <= MAX_LINES < post.lines_total and post.trimmed
     assert post.errors[0].startswith("OSError: (External) NCCL error(2)")  # the tail is always read
@@ -120,7 +134,9 @@ def test_a_huge_paste_is_read_within_its_bounds():
 def test_a_short_question_is_the_question():
     post = read_post("How do I set NCCL_SOCKET_IFNAME?")
     assert not post.is_log and post.prose == ("How do I set NCCL_SOCKET_IFNAME?",) and post.title == ""
-    assert read_post("本机如果不能免密登录，应该怎么处理？").question == "本机如果不能免密登录，应该怎么处理？"
+    assert (
+        read_post("本机如果不能免密登录，应该怎么处理？").question == "本机如果不能免密登录，应该怎么处理？"
+    )
 
 
 def test_empty_and_junk_posts_are_read_without_error():

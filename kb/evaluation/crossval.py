@@ -90,9 +90,12 @@ def collect(
             entries = [searcher.index.entries[int(i)] for i in c.entries]
             by_id = searcher.index.by_id
             translations = [
-                searcher.index.entries[by_id[e.translation]] if e.translation in by_id else None for e in entries
+                searcher.index.entries[by_id[e.translation]] if e.translation in by_id else None
+                for e in entries
             ]
-            out.append(Example(gold.path.stem, row, kb, searcher, c, _positive(row, entries, translations), dt))
+            out.append(
+                Example(gold.path.stem, row, kb, searcher, c, _positive(row, entries, translations), dt)
+            )
         if progress:
             progress("search", n, len(gold.rows), row.id)
     return out
@@ -152,7 +155,9 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
     model = RankModel(rank, gate, {})
     conf = model.confidence(g)
     answerable_arr = np.array(answerable)
-    shapes = np.array([query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands])
+    shapes = np.array(
+        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands]
+    )
     thresholds = {}
     for shape in SHAPES:
         per_set = []
@@ -160,7 +165,9 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
             mask = (np.array(sets) == name) & (shapes == shape)
             if (mask & answerable_arr).sum() >= MIN_ANSWERABLE:  # too few to say what a budget allows
                 budget = FALSE_ABSTENTION_BUDGET.get(name, 0.05)
-                per_set.append(pick_threshold(conf[mask & answerable_arr], conf[mask & ~answerable_arr], budget))
+                per_set.append(
+                    pick_threshold(conf[mask & answerable_arr], conf[mask & ~answerable_arr], budget)
+                )
         thresholds[shape] = min(per_set, default=0.0)
     # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
     real = np.array([name == REAL_SET for name in sets])

@@ -126,7 +126,11 @@ def load_gold(path: str | Path) -> GoldSet:
             _apply_meta(gold, obj["meta"], path)
             continue
         query = obj.get("query", obj.get("text"))
-        missing = [k for k, v in (("id", obj.get("id")), ("query", query), ("expected", obj.get("expected"))) if v is None]
+        missing = [
+            k
+            for k, v in (("id", obj.get("id")), ("query", query), ("expected", obj.get("expected")))
+            if v is None
+        ]
         if missing:
             raise KbError(f"{where}: missing {', '.join(missing)}")
         if obj["id"] in seen:

@@ -28,7 +28,9 @@ def _fingerprint(root: Path, embedder: str) -> str:
 
     h = hashlib.sha1(f"{root.resolve()}|{embedder_id(embedder)}".encode())
     files = sorted(p for p in root.rglob("*") if p.is_file())
-    code = sorted(Path(ingest.__file__).parent.glob("*.py")) + sorted(Path(index.__file__).parent.glob("*.py"))
+    code = sorted(Path(ingest.__file__).parent.glob("*.py")) + sorted(
+        Path(index.__file__).parent.glob("*.py")
+    )
     for p in [*files, *code]:
         h.update(str(p).encode())
         h.update(p.read_bytes())

@@ -142,7 +142,9 @@ class _Training:
 
 
 def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
-    per_fold = [metrics([j for j in judged if fold_of[j.row.id] == f], k) for f in sorted(set(fold_of.values()))]
+    per_fold = [
+        metrics([j for j in judged if fold_of[j.row.id] == f], k) for f in sorted(set(fold_of.values()))
+    ]
     keys = [key for key, v in per_fold[0].items() if isinstance(v, float)]
     out = {}
     for key in keys:

@@ -55,7 +55,11 @@ def outcome_of(result) -> Outcome:
     """A SearchResult as the judge sees it."""
     ranking = [Shown(h.entry, h.translation) for h in (result.hits or result.suggestions)]
     return Outcome(
-        result.no_match, [] if result.no_match else ranking, ranking, confidence=result.confidence, weak=result.weak
+        result.no_match,
+        [] if result.no_match else ranking,
+        ranking,
+        confidence=result.confidence,
+        weak=result.weak,
     )
 
 

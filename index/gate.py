@@ -1,0 +1,62 @@
+"""What the no-match gate sees of a ranking: one row of GATE_FEATURES for the top answer.
+
+The gate (index/ranker.py) turns this row into the probability that the top answer is right.
+Besides the ranking's own view (the top score, its lead, the softmax mass it holds) and the top
+entry's evidence (its FEATURES row), it looks at what the post is about that the top entry does
+not cover: the coverage of the post's main line and of its error lines by the entry's words, and
+the rarest word the index knows that the entry lacks. An unrelated post usually shares common
+words with its nearest entry (`cuda`, `memory`) but not its main line's rare ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .evidence import EntryFacts, Vocabulary, informative
+from .post import Post
+from .ranker import GATE_FEATURES, softmax_by_group
+from .text import tokenize
+
+NO_RUNNER_UP_MARGIN = 5.0  # the lead of a top answer that has no runner-up
+
+
+def main_line(post: Post) -> str:
+    """The line that says what the post is about: its title, else its most telling error
+    line, else what the person wrote."""
+    return post.title or (post.errors[0] if post.errors else post.question)
+
+
+def gate_row(
+    post: Post,
+    faqs: list[tuple[int, int | None, float]],
+    x: np.ndarray,
+    names: tuple[str, ...],
+    position: dict[int, int],
+    facts: EntryFacts,
+    vocab: Vocabulary,
+) -> np.ndarray:
+    """faqs: the ranking, best first, as (shown entry, its translation, score); x: the
+    candidates' features (rows by `position` of an entry index)."""
+    top = [m for m in faqs[0][:2] if m is not None]
+    top_x = x[[position[m] for m in top if m in position]].max(axis=0)
+    scores = np.array([f[2] for f in faqs])
+    have = frozenset().union(*(facts[m].tokens for m in top))
+    main = informative(tokenize(main_line(post)))
+    known = {t for t in main if t in vocab}
+    missing = [vocab.idf(t) for t in known - have]
+    error_lines = [informative(tokenize(line)) for line in (*post.exceptions[:1], *post.errors[:2])]
+    row = {
+        "top_score": faqs[0][2],
+        "margin": faqs[0][2] - faqs[1][2] if len(faqs) > 1 else NO_RUNNER_UP_MARGIN,
+        "top_prob": softmax_by_group(scores, np.zeros(len(scores), dtype=np.int64))[0],
+        "has_title": 1.0 if post.title else 0.0,
+        "has_prose": 1.0 if post.prose else 0.0,
+        "has_errors": 1.0 if post.errors else 0.0,
+        "error_coverage": max((vocab.coverage(w, have) for w in error_lines if w), default=1.0),
+        "main_coverage": vocab.coverage(main, have) if main else 0.0,
+        "known_rare_missing": max(missing, default=0.0) / vocab.idf_max,
+        "known_missing_share": len(known - have) / len(known) if known else 0.0,
+        "unknown_share": 1.0 - len(known) / len(main) if main else 0.0,
+    }
+    col = {f: k for k, f in enumerate(names)}
+    return np.array([row[f] if f in row else top_x[col[f]] for f in GATE_FEATURES], dtype=np.float64)

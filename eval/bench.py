@@ -461,7 +461,7 @@ def _instrument(kb) -> tuple[_Clock, callable]:
     searcher.index.vectors.search = clock.wrap("faiss", searcher.index.vectors.search)
     searcher.index.bm25.scores = clock.wrap("bm25", searcher.index.bm25.scores)
     search_mod.lexical_query_text = clock.wrap("bm25", search_mod.lexical_query_text)
-    searcher._features = clock.wrap("features", searcher._features)
+    search_mod.candidate_features = clock.wrap("features", search_mod.candidate_features)
 
     def clear() -> None:
         """Empty the query-embedding cache, so each timed query pays for its embedding."""

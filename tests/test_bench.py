@@ -195,7 +195,7 @@ def test_tiny_benchmark_report(tmp_path, bundled_kb):
         s = search[kind]
         assert s["n"] == n and 0 < s["median_ms"] <= s["p95_ms"]
         parts = s["breakdown_median_ms"]
-        assert set(parts) == {"clean", "embed", "faiss", "bm25", "fusion"}
+        assert set(parts) == {"clean", "embed", "faiss", "bm25", "features", "fusion"}
         assert all(v >= 0 for v in parts.values()) and parts["embed"] > 0
         assert sum(parts.values()) <= 3 * s["p95_ms"]
     assert "recall" not in search  # exact index: nothing to compare

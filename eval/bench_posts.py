@@ -42,29 +42,24 @@ def sixty_lines(text: str) -> str:
     return "\n".join((lines[:6] + pad)[: 60 - len(lines[6:])] + lines[6:])[:20000]
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "bench_posts.md"))
     args = ap.parse_args(argv)
-    import index.search as search_mod
-    from index.embed import get_embedder
-    from index.search import Searcher
+    from evaluation.gold import shared_dir
+    from evaluation.indexes import Indexes
+    from evaluation.stats import percentile
+    from index.search import Searcher, forget_query_vectors
     from kb.config import load_settings
-    from kb.evaluation.gold import shared_dir
-    from kb.evaluation.indexes import Indexes
+    from kb.indexing import embedder_for
 
-    shared = shared_dir(HERE)
+    settings = load_settings()
+    shared = shared_dir(HERE, settings.shared)
     if shared is None:
         sys.exit("needs ../shared beside the checkout (or KB_SHARED)")
-    settings = load_settings()
     target = Indexes(settings).target(shared / "corpus")
-    searcher = Searcher(target.loaded, get_embedder(settings.embedder))
+    searcher = Searcher(target.loaded, embedder_for(settings))
     posts = [
         json.loads(line)["text"]
         for line in (shared / "eval" / "real_dev.jsonl").read_text("utf-8").splitlines()
@@ -77,12 +72,12 @@ def main(argv=None) -> int:
         times = []
         for _ in range(args.runs):
             for q in queries:
-                search_mod._VECTORS.clear()
+                forget_query_vectors()
                 t0 = time.perf_counter()
                 searcher.search(q)
                 times.append(time.perf_counter() - t0)
         lines = statistics.median(q.count("\n") + 1 for q in queries)
-        rows.append((name, len(queries), lines, statistics.median(times), pct(times, 0.95)))
+        rows.append((name, len(queries), lines, statistics.median(times), percentile(times, 0.95)))
         print(f"{name}: median {rows[-1][3] * 1000:.1f} ms, p95 {rows[-1][4] * 1000:.1f} ms")
     out = [
         "# Warm search on posts, corpus index",

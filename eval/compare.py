@@ -1,6 +1,6 @@
 """Our search beside the baselines on every gold set: one table (markdown) and one chart (PNG).
 
-Baselines, same embedder, same gold sets, same indexes (kb.evaluate has their code):
+Baselines, same embedder, same gold sets, same indexes (evaluation/systems.py has their code):
 - BM25 only: the index's BM25 with the raw query tokenized;
 - dense only: the raw query embedded, best cosine over the same entry rows;
 - the LangChain recipe: RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
@@ -24,13 +24,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from kb.evaluation.gold import shared_dir  # noqa: E402
-from kb.evaluation.metrics import grouped  # noqa: E402
-from kb.evaluation.run import CV_SYSTEM, GOLD_FILES, LABELS, evaluate, group_rows, markdown_table  # noqa: E402
-from kb.evaluation.systems import SYSTEMS  # noqa: E402
+from evaluation.gold import shared_dir  # noqa: E402
+from evaluation.metrics import grouped  # noqa: E402
+from evaluation.run import CV_SYSTEM, GOLD_FILES, LABELS, evaluate, group_rows, markdown_table  # noqa: E402
+from evaluation.systems import SYSTEMS  # noqa: E402
+from kb.config import load_settings  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
-_SHARED = shared_dir(HERE)
+_SHARED = shared_dir(HERE, load_settings().shared)
 # Real posts first (../shared/eval/real_dev.jsonl, read by path), then the project's own sets.
 DEFAULT_SETS = [
     *(

@@ -25,13 +25,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
+from evaluation import crossval  # noqa: E402
+from evaluation.gold import load_gold, shared_dir  # noqa: E402
+from evaluation.indexes import Indexes  # noqa: E402
+from evaluation.metrics import Outcome, grouped  # noqa: E402
+from evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all  # noqa: E402
 from index.ranker import MODELS_DIR  # noqa: E402
 from kb.config import load_settings  # noqa: E402
-from kb.evaluation import crossval  # noqa: E402
-from kb.evaluation.gold import load_gold, shared_dir  # noqa: E402
-from kb.evaluation.indexes import Indexes  # noqa: E402
-from kb.evaluation.metrics import Outcome, grouped  # noqa: E402
-from kb.evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
 REPEATS = 3
@@ -43,15 +43,15 @@ def _digest(path: Path) -> str:
 
 
 def collect_all(settings, progress):
-    from index.embed import get_embedder
     from index.search import Searcher
+    from kb.indexing import embedder_for
 
-    embedder = get_embedder(settings.embedder)
+    embedder = embedder_for(settings)
     indexes = Indexes(settings, None, progress)
-    shared = shared_dir(HERE)
+    shared = shared_dir(HERE, settings.shared)
     if shared is None:
         sys.exit("needs ../shared beside the checkout (or KB_SHARED) for eval/real_dev.jsonl")
-    dev = load_gold(shared / "eval" / "real_dev.jsonl")
+    dev = load_gold(shared / "eval" / "real_dev.jsonl", settings.shared)
     targets = indexes.for_kbs(dev)
     dev_examples = crossval.collect(
         dev, {n: Searcher(t.loaded, embedder) for n, t in targets.items()}, progress
@@ -66,7 +66,7 @@ def collect_all(settings, progress):
         }
     ]
     for name in GOLD_FILES:
-        gold = load_gold(GOLD_DIR / name)
+        gold = load_gold(GOLD_DIR / name, settings.shared)
         target = indexes.for_set(gold)
         own += crossval.collect(gold, {None: Searcher(target.loaded, embedder)}, progress)
         sources.append(

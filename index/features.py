@@ -27,6 +27,7 @@ from ingest.entry import Entry
 from .codes import conflicts
 from .evidence import EntryFacts, Vocabulary, informative
 from .post import Post
+from .seams import VectorHits
 from .text import tokenize
 
 FEATURES = (
@@ -112,23 +113,18 @@ class DenseEvidence:
     floor: float  # the lowest cosine seen: what an entry outside every view's neighbours gets
 
 
-def dense_evidence(
-    views: list[View],
-    scores: np.ndarray,
-    rows: np.ndarray,
-    row_entry: np.ndarray,
-    row_kind: list[str],
-    n: int,
-) -> DenseEvidence:
+def dense_evidence(views: list[View], hits: VectorHits, n: int) -> DenseEvidence:
+    """hits: the vector index's rows nearest to each view (one line per view)."""
     per_view = np.full((len(views), n), -1.0, dtype=np.float32)
     by_row = {k: np.full(n, -1.0, dtype=np.float32) for k in ROW_KINDS}
-    for v, (s_row, r_row) in enumerate(zip(scores, rows, strict=True)):
-        valid = r_row >= 0
-        ents = row_entry[r_row[valid]]
+    for v, (s_row, e_row, k_row) in enumerate(zip(hits.scores, hits.entries, hits.kinds, strict=True)):
+        valid = e_row >= 0
+        ents = e_row[valid]
         vals = s_row[valid].astype(np.float32)
+        kinds = k_row[valid]
         np.maximum.at(per_view[v], ents, vals)
         for kind in ROW_KINDS:
-            mask = np.fromiter((row_kind[r] == kind for r in r_row[valid]), dtype=bool, count=len(ents))
+            mask = np.asarray(kinds == kind, dtype=bool)
             if mask.any():
                 np.maximum.at(by_row[kind], ents[mask], vals[mask])
     best = per_view.max(axis=0) if len(views) else np.full(n, -1.0, dtype=np.float32)

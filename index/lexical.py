@@ -40,7 +40,7 @@ class Bm25:
         self.indices = indices
         self.indptr = indptr
         self.n_docs = n_docs
-        self.idf = idf
+        self.idf_arr = idf  # per term, in vocabulary order
         # What a rebuild reuses (read only by a build): raw term counts in the same layout
         # ("tf"), doc lengths ("doc_len") and a key per doc ("keys", see store.py).
         self.counts = counts
@@ -128,6 +128,18 @@ class Bm25:
     def size(self) -> int:
         return self.n_docs
 
+    # -- what the features need of the vocabulary (the LexicalIndex seam, index/seams.py) --------
+    def __contains__(self, token: object) -> bool:
+        return token in self.vocab
+
+    def idf(self, token: str) -> float | None:
+        j = self.vocab.get(token)
+        return None if j is None else float(self.idf_arr[j])
+
+    @property
+    def max_idf(self) -> float:
+        return float(self.idf_arr.max()) if len(self.idf_arr) else 1.0
+
     def scores(self, tokens: list[str]) -> tuple[np.ndarray, float]:
         """BM25 score of every doc, and the largest score a doc could get for this query
         (the sum of its terms' best weights), used to tell a real match from scraps."""
@@ -161,7 +173,7 @@ class Bm25:
             data=self.data,
             **(self.counts or {}),
         )
-        np.save(directory / "bm25_idf.npy", self.idf)
+        np.save(directory / "bm25_idf.npy", self.idf_arr)
         (directory / "bm25_vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), "utf-8")
 
     @classmethod

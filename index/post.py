@@ -27,8 +27,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ingest.code import FENCE_OPEN, is_command_line
 from ingest.lang import cjk_count, guess_lang
-from ingest.signals import _looks_like_command, is_error_line
+from ingest.signals import is_error_line
 
 from .codes import error_codes
 from .text import LOG_HINT, clean_line
@@ -38,7 +39,6 @@ MAX_LINE_CHARS = 600  # a line is cut here before it is classified (a 2 MB line 
 MAX_ERRORS = 8
 MAX_PROSE_CHARS = 1500
 
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+-]*)")
 _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)|<img\b[^>]*>|<video\b[^>]*>.*?</video>", re.I)
 _LINK = re.compile(r"\[([^\]]*)\]\(https?://[^)]*\)|https?://\S+")
 _HEADING = re.compile(r"^\s*(#{1,6}\s+|\*\*[^*]+\*\*\s*[:：]?\s*$|__[^_]+__\s*$)")
@@ -162,7 +162,7 @@ def _title_of(first: str, rest_starts_blank: bool, n_lines: int) -> str:
     """An issue-style post opens with a title line followed by a blank line."""
     if n_lines < 2 or not rest_starts_blank or len(first) > 300:
         return ""
-    if _FRAME.match(first) or _TABLE.search(first) or _FENCE.match(first):
+    if _FRAME.match(first) or _TABLE.search(first) or FENCE_OPEN.match(first):
         return ""
     return _TITLE_TAG.sub("", _LINK.sub(r"\1", _IMAGE.sub(" ", first))).strip(" #*`")
 
@@ -189,12 +189,15 @@ def read_post(text: str) -> Post:
     in_traceback = False
     for i, full in enumerate(lines):
         raw = _IMAGE.sub(" ", full[:MAX_LINE_CHARS])
-        m = _FENCE.match(raw)
+        m = FENCE_OPEN.match(raw)
         if m:
+            # Posts keep the looser closing rule the post reader was fitted with (issue 11): any
+            # fence line that starts with the opening run closes it. CommonMark's rule
+            # (ingest/code.py `closes`) would read some real posts differently.
             if fence and raw.strip().startswith(fence):
                 fence, fence_info = "", ""
             elif not fence:
-                fence, fence_info = m.group(1), m.group(2).lower()
+                fence, fence_info = m.group(2), m.group(3).lower()
             continue
         line = _PROCESS_PREFIX.sub("", clean_line(_LINK.sub(r"\1", raw))).strip(" `>")
         if not line or line in seen:  # every rank prints the same error: count it once
@@ -228,7 +231,7 @@ def read_post(text: str) -> Post:
             error = _error_in_sentence(line) if typed and is_log else line
             if error:
                 errors.append((_error_weight(error), i, error))
-        elif _looks_like_command(line):
+        elif is_command_line(line):
             commands.append(line)
             continue
         elif _is_env_line(raw):

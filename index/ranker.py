@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ingest.errors import KbError
+
 MODELS_DIR = Path(__file__).parent / "models"
 DEFAULT_MODEL = "usem3"
 
@@ -154,8 +156,8 @@ class RankModel:
         path.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n", "utf-8")
 
 
-class ModelError(Exception):
-    pass
+class ModelError(KbError):
+    """The ranking model file cannot be used; the message says how to get a good one."""
 
 
 @lru_cache(maxsize=8)

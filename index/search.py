@@ -28,14 +28,15 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .embed import Embedder
 from .evidence import EntryFacts, Vocabulary, informative
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row
 from .post import Post, read_post
 from .ranker import GATE_FEATURES, RankModel, load_model, query_shape
+from .seams import Embedder
 from .store import LoadedIndex
 from .text import tokenize
+from .timing import NO_PHASES, Phases
 
 CANDIDATES = 40  # entries taken from each leg
 DENSE_DEPTH = 200  # rows asked of the vector index per view
@@ -58,13 +59,16 @@ class Hit:
 class SearchResult:
     query: str
     lang: str
-    no_match: bool
-    hits: list[Hit]
+    hits: list[Hit]  # empty when nothing matches
     suggestions: list[Hit] = field(default_factory=list)  # nearest entries when no_match
     signature_lines: tuple[str, ...] = ()  # the post's error lines, most telling first
     confidence: float | None = None  # the gate's probability that the top answer is right
     post: Post | None = None
     weak: bool = False  # answered, but below the model's confident level: the closest entry, maybe not it
+
+    @property
+    def no_match(self) -> bool:
+        return not self.hits
 
     @property
     def strength(self) -> str:
@@ -124,14 +128,30 @@ def _vector_cache(embedder: Embedder) -> _LruCache:
     return cache
 
 
+def forget_query_vectors() -> None:
+    """Empty the query-vector cache (a benchmark times every query's embedding)."""
+    _VECTORS.clear()
+
+
 class Searcher:
-    def __init__(self, index: LoadedIndex, embedder: Embedder, model: RankModel | None = None) -> None:
+    """Searches one loaded index. `phases` is the timing hook: when given, the seconds spent
+    reading the post ("clean"), embedding ("embed"), in the vector index ("faiss"), in the
+    lexical index ("bm25") and on the features ("features") are added to it (eval/bench.py)."""
+
+    def __init__(
+        self,
+        index: LoadedIndex,
+        embedder: Embedder,
+        model: RankModel | None = None,
+        phases: Phases | None = None,
+    ) -> None:
         self.index = index
         self.embedder = embedder
         self._model = model
         self._by_id = index.by_id
-        self.vocab = Vocabulary(index.bm25.vocab, index.bm25.idf)
+        self.vocab = Vocabulary(index.lexical)
         self.facts = EntryFacts(index.entries)
+        self.phases = phases or NO_PHASES
 
     @property
     def model(self) -> RankModel:
@@ -159,7 +179,8 @@ class Searcher:
         ]
         todo = [i for i, v in enumerate(out) if v is None]
         if todo:
-            fresh = self.embedder.embed([texts[i] for i in todo])
+            with self.phases("embed"):
+                fresh = self.embedder.embed_queries([texts[i] for i in todo])
             for i, v in zip(todo, fresh, strict=True):
                 out[i] = v
                 if len(texts[i]) <= QUERY_CACHE_KEY_CHARS:
@@ -167,7 +188,8 @@ class Searcher:
         return np.stack(out)
 
     def candidates(self, query: str, lang: str | None = None) -> Candidates:
-        post = read_post(query)
+        with self.phases("clean"):
+            post = read_post(query)
         if post.errors:
             post = replace(post, errors=self.specific_first(post.errors))
         reader_lang = lang or post.lang
@@ -180,7 +202,10 @@ class Searcher:
             )
         legs = self._legs(post, views)
         idx = self._candidate_entries(legs)
-        x, matched = candidate_features(post, views, reader_lang, idx, legs, entries, self.facts, self.vocab)
+        with self.phases("features"):
+            x, matched = candidate_features(
+                post, views, reader_lang, idx, legs, entries, self.facts, self.vocab
+            )
         best = legs.dense.best[idx]
         dense = np.where(best > -1, best, legs.dense.floor)
         return Candidates(
@@ -189,11 +214,14 @@ class Searcher:
 
     def _legs(self, post: Post, views: list[View]) -> Legs:
         n = len(self.index.entries)
-        scores, rows = self.index.vectors.search(self._embed([v.text for v in views]), DENSE_DEPTH)
-        ev = dense_evidence(views, scores, rows, self.index.row_entry, self.index.row_kind, n)
+        queries = self._embed([v.text for v in views])
+        with self.phases("faiss"):
+            hits = self.index.vectors.search(queries, DENSE_DEPTH)
+        ev = dense_evidence(views, hits, n)
         dense_order = [int(i) for i in np.argsort(-ev.best)[:CANDIDATES] if ev.best[i] > -1]
-        tokens = tokenize(lexical_query_text(post)) + sorted(post.codes)
-        bm, bm_best = self.index.bm25.scores(tokens)
+        with self.phases("bm25"):
+            tokens = tokenize(lexical_query_text(post)) + sorted(post.codes)
+            bm, bm_best = self.index.lexical.scores(tokens)
         lex_order = [int(i) for i in np.argsort(-bm)[:CANDIDATES] if bm[i] > 0]
         return Legs(
             ev,
@@ -253,17 +281,17 @@ class Searcher:
         sigs = c.post.errors
         faqs, gate_row = self.rank(c, model)
         if not faqs:
-            return SearchResult(query, c.lang, True, [], [], sigs, None, c.post)
+            return SearchResult(query, c.lang, [], [], sigs, None, c.post)
         if not self._has_content(c):
             # Nothing in the query is a word this index knows or could translate: emoji, binary
             # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
             hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
-            return SearchResult(query, c.lang, True, [], hits, sigs, 0.0, c.post)
+            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post)
         hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES))[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
-            return SearchResult(query, c.lang, True, [], hits, sigs, conf, c.post)
-        return SearchResult(query, c.lang, False, hits, [], sigs, conf, c.post, conf < model.confident)
+            return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
+        return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)
 
     def _has_content(self, c: Candidates) -> bool:
         words = informative(tokenize(" ".join(v.text for v in c.views)))

@@ -12,11 +12,12 @@ The index type follows the size (rows = embedded texts, about 2.5 per entry):
   duplicates, and recall@10 stayed at 0.71-0.77 even with efSearch 1,024. IVF puts duplicates in
   the same list and scores every row of a probed list exactly, so they cost it nothing. It also
   builds in seconds (HNSW: about a minute).
-KB_VECTOR_INDEX=flat|ivf forces a type (for measurements).
+The `vector_index` setting (KB_VECTOR_INDEX=flat|ivf) forces a type (for measurements).
 
 Threads: a search (a handful of query vectors) runs on one OpenMP thread. On these 2-core
 machines, shared with other work, a second thread mostly waits for a core: measured under load,
-2 threads made searches 1.5-2x slower. Building uses KB_INDEX_THREADS threads (default: up to 2).
+2 threads made searches 1.5-2x slower. Building uses the `index_threads` setting (KB_INDEX_THREADS;
+default: up to 2).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from .seams import VectorHits
 
 EXACT_MAX_ROWS = 50_000
 IVF_MIN_LISTS = 64
@@ -50,12 +53,12 @@ class VectorStore:
         return "hnsw" if hasattr(self._index, "hnsw") else "flat"  # hnsw: indexes written earlier
 
     @classmethod
-    def build(cls, vectors: np.ndarray, kind: str | None = None) -> VectorStore:
+    def build(cls, vectors: np.ndarray, kind: str = "auto", threads: int = 0) -> VectorStore:
+        """kind: "auto", "flat" or "ivf"; threads for building an IVF index (0: up to 2)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        kind = kind or os.environ.get("KB_VECTOR_INDEX", "auto")
-        if kind == "auto":
+        if kind in ("", "auto"):
             kind = "flat" if len(vectors) <= EXACT_MAX_ROWS else "ivf"
-        return cls.exact(vectors) if kind == "flat" else cls._ivf(vectors)
+        return cls.exact(vectors) if kind == "flat" else cls._ivf(vectors, threads)
 
     @classmethod
     def exact(cls, vectors: np.ndarray) -> VectorStore:
@@ -68,10 +71,10 @@ class VectorStore:
         return cls(index, vectors.shape[1])
 
     @classmethod
-    def _ivf(cls, vectors: np.ndarray) -> VectorStore:
+    def _ivf(cls, vectors: np.ndarray, threads: int = 0) -> VectorStore:
         import faiss
 
-        faiss.omp_set_num_threads(int(os.environ.get("KB_INDEX_THREADS", min(2, os.cpu_count() or 1))))
+        faiss.omp_set_num_threads(threads or min(2, os.cpu_count() or 1))
         dim, n = vectors.shape[1], len(vectors)
         nlist = min(ivf_lists(n), max(1, n // 39))
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -113,3 +116,33 @@ class VectorStore:
 
         faiss.omp_set_num_threads(1)  # see the module docstring
         return self._index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
+class FaissVectors:
+    """The VectorIndex seam over a FAISS store: each row knows its entry and its kind (the
+    table index/store.py writes as rows.json beside faiss.index)."""
+
+    def __init__(self, store: VectorStore, row_entry: np.ndarray, row_kind: list[str]) -> None:
+        self.store = store
+        self._row_entry = np.append(np.asarray(row_entry, dtype=np.int64), -1)  # row -1 -> entry -1
+        self._row_kind = np.append(np.asarray(row_kind, dtype=object), "")
+
+    @property
+    def size(self) -> int:
+        return self.store.size
+
+    @property
+    def kind(self) -> str:
+        return self.store.kind
+
+    def search(self, queries: np.ndarray, depth: int) -> VectorHits:
+        scores, rows = self.store.search(queries, depth)
+        return VectorHits(scores, self._row_entry[rows], self._row_kind[rows])
+
+    @property
+    def row_entries(self) -> np.ndarray:
+        return self._row_entry[:-1]
+
+    @property
+    def row_kinds(self) -> list[str]:
+        return list(self._row_kind[:-1])

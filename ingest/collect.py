@@ -1,17 +1,16 @@
 """Read, parse and annotate every FAQ file under the given paths.
 
 Each file is bounded, so one file can neither stop the others from landing nor hold the ingest:
-- entries: a file with more than MAX_FILE_ENTRIES headings or entries is refused by name. It is
+- entries: a file with more than max_file_entries (ingest/limits.py) headings or entries is refused by name. It is
   generated text, not an FAQ page: 1e6 `## Q:` headings (23 MB) took 7 minutes and 3.2 GB before
   this cap; counting heading lines first refuses it in about a second, before markdown-it;
-- time: reading and parsing one file stops after MAX_FILE_SECONDS (the parser is pure Python, so
+- time: reading and parsing one file stops after max_file_seconds (the parser is pure Python, so
   a timer signal interrupts it) and the file is reported. The timer needs the main thread (the
   `kb` CLI); elsewhere the size, line and entry caps still bound the work.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import threading
@@ -21,18 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .code import fence_run, unclosed_fence
 from .entry import Entry
 from .lang import guess_lang
+from .limits import DEFAULT, Limits
 from .parse import parse_markdown
 from .read import Problem, UnreadableFile, find_files, read_text
 from .signals import commands, signatures
 
 FileProgress = Callable[[int, int, str], None]  # (files done, files total, doc)
-_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.M)
-# Real FAQ pages have tens to a few hundred entries; the largest in ../shared has under 200.
-MAX_FILE_ENTRIES = int(os.environ.get("KB_MAX_FILE_ENTRIES", 5000))
-MAX_FILE_SECONDS = float(os.environ.get("KB_MAX_FILE_SECONDS", 30))
 
 
 @dataclass
@@ -71,28 +68,29 @@ def time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), old_interval)
 
 
-def count_headings(text: str) -> int:
+def count_headings(text: str, enough: int = DEFAULT.max_file_entries) -> int:
     """Heading lines outside code fences: an upper bound of the entries markdown-it would make
-    from headings, counted without it."""
+    from headings, counted without it (exactly only when there are more than `enough`)."""
     upper = len(_HEADING.findall(text))
-    if upper <= MAX_FILE_ENTRIES:  # the common case: no fence walk needed
+    if upper <= enough:  # the common case: no fence walk needed
         return upper
     count, fence = 0, ""
     for line in text.split("\n"):
-        m = _FENCE.match(line.lstrip(" "))
-        if m and (not fence or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
-            fence = "" if fence else m.group(1)
+        run = fence_run(line.lstrip(" "))
+        if run and (not fence or (run[0][0] == fence[0] and len(run[0]) >= len(fence))):
+            fence = "" if fence else run[0]
         elif not fence and _HEADING.match(line):
             count += 1
     return count
 
 
-def read_entries(doc: str, path: Path) -> tuple[str, list[Entry]]:
+def read_entries(doc: str, path: Path, limits: Limits = DEFAULT) -> tuple[str, list[Entry]]:
     """The file's text and entries, within the caps; UnreadableFile names the cap it broke."""
+    MAX_FILE_ENTRIES, MAX_FILE_SECONDS = limits.max_file_entries, limits.max_file_seconds  # noqa: N806
     try:
         with time_limit(MAX_FILE_SECONDS):
-            text = read_text(path)
-            headings = count_headings(text)
+            text = read_text(path, limits)
+            headings = count_headings(text, MAX_FILE_ENTRIES)
             if headings > MAX_FILE_ENTRIES:
                 raise UnreadableFile(
                     f"has {headings} headings (limit {MAX_FILE_ENTRIES} entries per file): generated text, "
@@ -153,7 +151,10 @@ def entries_from_text(doc: str, text: str) -> list[Entry]:
 
 
 def collect(
-    paths: Iterable[str | Path], progress: FileProgress | None = None, follow_links_outside: bool = False
+    paths: Iterable[str | Path],
+    progress: FileProgress | None = None,
+    follow_links_outside: bool = False,
+    limits: Limits = DEFAULT,
 ) -> IngestReport:
     """Entries of every readable file; each unreadable or unparsable file becomes a Problem, and
     a file indexed with a caveat (an unclosed fence, a name that is not UTF-8) a warning."""
@@ -161,7 +162,7 @@ def collect(
     report = IngestReport(problems=list(problems))
     for n, source in enumerate(files, 1):
         try:
-            text, entries = read_entries(source.doc, source.path)
+            text, entries = read_entries(source.doc, source.path, limits)
         except UnreadableFile as e:
             report.problems.append(Problem(source.doc, str(e)))
         except Exception as e:  # a parser bug on one file must not lose the others
@@ -189,21 +190,3 @@ def collect(
         if progress:
             progress(n, len(files), source.doc)
     return report
-
-
-def unclosed_fence(text: str) -> int | None:
-    """The 1-based line of a code fence that is never closed, else None. Markdown reads the rest
-    of the file as code, so the questions below such a fence silently vanish."""
-    open_at, marker = None, ""
-    for n, line in enumerate(text.split("\n"), 1):
-        m = _FENCE.match(line.lstrip(" \t>"))  # fences inside lists and block quotes count too
-        if not m:
-            continue
-        fence, rest = m.groups()
-        if open_at is None:
-            if fence[0] == "`" and "`" in rest:  # ```x``` on one line is inline code, not a fence
-                continue
-            open_at, marker = n, fence
-        elif fence[0] == marker[0] and len(fence) >= len(marker) and not rest.strip():
-            open_at = None
-    return open_at

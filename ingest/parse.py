@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
+from ingest.code import close_open_fence
 from ingest.entry import Section
 
 # Only the block structure is needed for the whole document; inline markup is parsed one title
@@ -53,7 +54,6 @@ _QUESTION_LOOSE_RE = re.compile(r"^Q\d*\s+(?=\S)")
 # A paragraph that is one bold span, optionally followed by a colon.
 _BOLD_ONLY_RE = re.compile(r"^(\*\*|__)(?!\s)((?:(?!\1).)+?)(?<!\s)\1\s*[:：]?$", re.S)
 
-_FENCE_RE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 _LIST_MARKER_RE = re.compile(r"^( {0,3})([-+*]|\d{1,9}[.)])([ \t]*)")
 _BLOCK_MARKER_RE = re.compile(r"^\s*(?:(?:[-+*]|\d{1,9}[.)]|>|#{1,6})\s+)+")
 _LINK_ONLY_RE = re.compile(r"^\s*(?:[-+*]\s+)?(?:\*\*)?\[[^\]]*\]\([^)]*\)(?:\*\*)?\s*$")
@@ -322,7 +322,7 @@ def _to_section(lines: list[str], span: _Span) -> Section | None:
     body_lines = lines[span.body_start : end + 1]
     if span.dedent:
         body_lines = [_dedent(line, span.dedent) for line in body_lines]
-    body = "\n".join(_balance_fences(_trim_blank(body_lines)))
+    body = "\n".join(close_open_fence(_trim_blank(body_lines)))
     title = _strip_colon(span.title) or _first_text(body_lines)
     if not title and not body:
         return None
@@ -358,21 +358,6 @@ def _dedent(line: str, width: int) -> str:
     return line[min(n, width) :]
 
 
-def _balance_fences(lines: list[str]) -> list[str]:
-    """Close a fence left open: markdown-it ends an unclosed fence with its container."""
-    open_fence: str | None = None
-    for line in lines:
-        m = _FENCE_RE.match(line.lstrip())
-        if not m:
-            continue
-        marker, rest = m.group(1), m.group(2)
-        if open_fence is None:
-            open_fence = marker
-        elif marker[0] == open_fence[0] and len(marker) >= len(open_fence) and not rest.strip():
-            open_fence = None
-    return lines + [open_fence] if open_fence else lines
-
-
 def _whole_document(lines: list[str], blocks: list[_Block]) -> list[Section]:
     """One entry for a document in which no structure was recognized."""
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
@@ -386,7 +371,7 @@ def _whole_document(lines: list[str], blocks: list[_Block]) -> list[Section]:
         title, body_start = _line_title(lines[start]), start + 1
     title = _cut(title or lines[start].strip(), _MAX_DOC_TITLE)
     end = max(nonblank[-1], body_start - 1)
-    body = "\n".join(_balance_fences(_trim_blank(lines[body_start : end + 1])))
+    body = "\n".join(close_open_fence(_trim_blank(lines[body_start : end + 1])))
     return [Section(title=title, heading_path=(), body=body, start_line=start + 1, end_line=end + 1)]
 
 

@@ -24,13 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import KbError
+from .limits import DEFAULT, Limits
+
 SUFFIXES = (".md", ".markdown", ".txt")
-# A larger file is almost certainly not an FAQ page (a dump, a dataset); refuse it by name
-# instead of spending minutes parsing it. Overridable for unusual knowledge bases.
-MAX_FILE_BYTES = int(os.environ.get("KB_MAX_FILE_BYTES", 32 * 1024 * 1024))
-# A FAQ line is a sentence or a log line; a megabyte on one line is minified or generated text
-# (a JSON dump, an inlined image) that would become one useless, slow-to-index entry.
-MAX_LINE_CHARS = int(os.environ.get("KB_MAX_LINE_CHARS", 1024 * 1024))
 
 _FILE_KINDS = {
     stat.S_IFIFO: "a named pipe (FIFO)",
@@ -59,7 +56,7 @@ class Problem:
         return f"{self.doc}: {self.reason}"
 
 
-class UnreadableFile(Exception):
+class UnreadableFile(KbError):
     """The file exists but is not text we can decode; the message says why."""
 
 
@@ -178,21 +175,21 @@ def _walk(root: Path, problems: list[Problem], tree: str | None) -> list[Path]:
     return out
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, limits: Limits = DEFAULT) -> str:
     """Decode a file as UTF-8 (BOM allowed), UTF-16 or GB18030/GBK; raise UnreadableFile otherwise."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, limits.max_file_bytes)
     text = decode(data)
     longest = max((len(line) for line in text.split("\n")), default=0)
-    if longest > MAX_LINE_CHARS:
+    if longest > limits.max_line_chars:
         raise UnreadableFile(
-            f"has a line of {longest} characters (limit {MAX_LINE_CHARS}): generated or minified text, "
+            f"has a line of {longest} characters (limit {limits.max_line_chars}): generated or minified text, "
             "not a FAQ document; set KB_MAX_LINE_CHARS to allow it"
         )
     return text
 
 
-def _read_bytes(path: Path) -> bytes:
-    """At most MAX_FILE_BYTES of a regular file. O_NONBLOCK: opening a FIFO must not wait for a
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
+    """At most `max_bytes` of a regular file. O_NONBLOCK: opening a FIFO must not wait for a
     writer; fstat on the descriptor: what is read is what was checked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
@@ -214,19 +211,17 @@ def _read_bytes(path: Path) -> bytes:
                 raise UnreadableFile("is a folder")
             raise UnreadableFile(f"is {kind}, not a regular file; only files are read")
         chunks, size = [], 0
-        while size <= MAX_FILE_BYTES:
+        while size <= max_bytes:
             try:
-                chunk = os.read(fd, min(1 << 20, MAX_FILE_BYTES + 1 - size))
+                chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
             except OSError as e:
                 raise UnreadableFile(f"cannot be read: {e.strerror or e}") from e
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        if size > MAX_FILE_BYTES:
-            raise UnreadableFile(
-                f"too large (over {MAX_FILE_BYTES} bytes); set KB_MAX_FILE_BYTES to allow it"
-            )
+        if size > max_bytes:
+            raise UnreadableFile(f"too large (over {max_bytes} bytes); set KB_max_bytes to allow it")
         return b"".join(chunks)
     finally:
         os.close(fd)

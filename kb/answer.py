@@ -1,6 +1,7 @@
-"""Answers: the extractive answer (default, offline), citations, and command safety labels.
+"""Answers: the Answer record, the extractive answer (default, offline) and its citations.
 
-The LLM answer (kb/llm.py) builds on the same records and falls back to `extractive()`.
+The LLM answer (kb/llm.py) builds on the same records and falls back to `extractive()`; what an
+answer shows, and with which labels and cautions, is decided in kb/present.py.
 """
 
 from __future__ import annotations
@@ -10,29 +11,11 @@ from dataclasses import dataclass, field
 
 from index.search import Hit, SearchResult
 from index.views import answer_text
+from ingest.code import FENCE_OPEN, closes, segments
 from ingest.entry import Entry
 from ingest.signals import commands
 
-# Commands that destroy data, kill processes or stop machines: shown with a caution label.
-_DESTRUCTIVE = re.compile(
-    r"(^|[;&|]\s*|\bsudo\s+)(rm\s+-\w*[rf]|dd\b.*\bof=/dev/|mkfs(\.\w+)?\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
-    r"kill\s+-(9|KILL)\b|pkill\b|killall\b|ipcrm\b|wipefs\b|fdisk\b|parted\b|>\s*/dev/sd|chmod\s+-R\s+777\s+/|"
-    r"iptables\s+-F|systemctl\s+(stop|disable)\b)"
-    # Piping a download into a shell runs whatever the server sends.
-    r"|\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da)?sh\b",
-    re.I,
-)
-
-
-def is_destructive(command: str) -> bool:
-    return bool(_DESTRUCTIVE.search(command.strip()))
-
-
-CAUTION = {
-    "en": "Caution: this command deletes data, kills processes or stops a machine. Check it before running.",
-    "zh": "注意：此命令会删除数据、结束进程或停止机器，运行前请确认。",
-}
-
+# The words of an answer and of its presentation (kb/present.py), in the reader's language.
 LABELS = {
     "en": {
         "answer": "Answer",
@@ -92,26 +75,16 @@ _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
 
 def _prose_and_command_blocks(body: str) -> str:
     """The body without illustrative output: prose plus the shell blocks that hold commands,
-    so a sentence ending in "run this:" keeps what it introduces."""
+    so a sentence ending in "run this:" keeps what it introduces. An unclosed block is dropped."""
     out: list[str] = []
-    block: list[str] = []
-    keep = False
-    fence = ""
-    for line in body.split("\n"):
-        stripped = line.strip()
-        if not fence and stripped.startswith(("```", "~~~")):
-            fence = stripped[:3]
-            keep = stripped[3:].strip().lower() in _SHELL_INFO
-            block = [line]
+    for seg in segments(body):
+        if not seg.code:
+            out.extend(seg.lines)
             continue
-        if fence:
-            block.append(line)
-            if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
-                if keep and any(commands("\n".join(block))):
-                    out.extend(block)
-                fence = ""
-            continue
-        out.append(line)
+        opening = FENCE_OPEN.match(seg.lines[0])
+        closed = len(seg.lines) > 1 and opening is not None and closes(seg.lines[-1], opening.group(2))
+        if closed and seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines))):
+            out.extend(seg.lines)
     return "\n".join(out)
 
 
@@ -189,29 +162,3 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
         hits=tuple(result.hits),
         weak=result.weak,
     )
-
-
-def render_text(answer: Answer) -> str:
-    """Plain-text rendering for the terminal."""
-    labels = LABELS.get(answer.lang, LABELS["en"])
-    out = [answer.text]
-    if answer.notice:
-        out.insert(0, f"! {answer.notice}")
-    if answer.no_match and answer.suggestions:
-        out.append("")
-        out.append(labels["suggest"])
-        for h in answer.suggestions:
-            e = h.entry
-            out.append(f"  - {e.title} ({e.doc}:{e.start_line}-{e.end_line})")
-    if answer.commands:
-        out.append("")
-        out.append(labels["commands"] + ":")
-        for cmd in answer.commands:
-            if is_destructive(cmd):
-                out.append(f"  # {CAUTION[answer.lang if answer.lang in CAUTION else 'en']}")
-            out.append("  $ " + cmd.replace("\n", "\n    "))
-    if answer.citations:
-        out.append("")
-        out.append(labels["sources"] + ":")
-        out.extend("  " + c.label() for c in answer.citations)
-    return "\n".join(out)

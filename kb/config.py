@@ -1,4 +1,9 @@
-"""Settings: defaults < kb.toml < KB_* environment variables. Secrets come from the environment only.
+"""Settings: defaults < kb.toml < KB_* environment variables < command-line flags, resolved once
+at the edge (the door) and passed down. Secrets come from the environment only.
+
+Every tunable is a field here (KB_<FIELD> in the environment, `field = ...` in kb.toml): the
+layers below (ingest/, index/) take them as arguments and read no environment themselves. A value
+that cannot be used (KB_TOP_K=abc) is a one-line ConfigError naming the variable, never a traceback.
 
 kb.toml is looked up at $KB_CONFIG, then ./kb.toml, then ~/.config/kb/kb.toml. Example:
 
@@ -19,10 +24,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-
-class ConfigError(Exception):
-    pass
-
+from .errors import ConfigError
 
 # `http://user:pass@host/v1` and `?api_key=...` in a URL such as KB_LLM_BASE_URL: the credentials
 # are the user's, never something to show to the people the server answers, or to its log.
@@ -37,8 +39,8 @@ def redact_urls(text: str) -> str:
     return _URL_SECRET_PARAM.sub(r"\1[redacted]", _URL_USERINFO.sub(r"\1[redacted]@", text))
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("KB_HOME") or Path.home() / ".cache" / "kb")
+def home_dir(settings: Settings) -> Path:
+    return Path(settings.home) if settings.home else Path.home() / ".cache" / "kb"
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,51 @@ class Settings:
     docs_base_url: str = ""  # citations link here (+ doc path) when set
     llm: LlmSettings = field(default_factory=LlmSettings)
     config_file: str = ""
+    # Where things live. home: the bundled index; model_cache: the parsed default model ("off":
+    # none; empty: ~/.cache/kb/models); eval_cache: `kb eval`'s indexes (empty: <tmp>/kb-eval-cache);
+    # shared: the folder of real documents the gold sets name (empty: ../shared beside the checkout).
+    home: str = ""
+    model_cache: str = ""
+    eval_cache: str = ""
+    shared: str = ""
+    # Speed (index/vectors.py, index/usem3.py): the vector index type ("auto", "flat", "ivf"),
+    # threads for building it and for embedding large batches (0: the measured defaults).
+    vector_index: str = "auto"
+    index_threads: int = 0
+    embed_threads: int = 0
+    # Ingest bounds per file (ingest/limits.py).
+    max_file_entries: int = 5000
+    max_file_seconds: float = 30.0
+    max_file_bytes: int = 32 * 1024 * 1024
+    max_line_chars: int = 1024 * 1024
+    # `kb serve`: names answered besides IP literals and this machine's (comma-separated; `*`: any).
+    allowed_hosts: str = ""
 
     @property
     def llm_enabled(self) -> bool:
         return bool(self.llm.model)
 
 
-def _coerce(value: str, like):
-    if isinstance(like, bool):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(like, int):
-        return int(value)
-    if isinstance(like, float):
-        return float(value)
+def _coerce(value, like, name: str, origin: str):
+    """`value` as the type of the default `like`; a ConfigError names the setting and its origin."""
+    try:
+        if isinstance(like, bool):
+            if isinstance(value, bool):
+                return value
+            return str(value).strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(like, int):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if isinstance(like, float):
+            return float(value)
+        if isinstance(like, str) and not isinstance(value, str):
+            raise ValueError
+    except (TypeError, ValueError):
+        prefix = {"env": "KB_", "env_llm": "KB_LLM_", "flag": "--"}.get(origin)
+        where = f"{prefix}{name.upper() if prefix != '--' else name}" if prefix else f"{origin}: {name}"
+        kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(type(like), "text")
+        raise ConfigError(f"{where} must be {kind}, not {str(value)[:40]!r}") from None
     return value
 
 
@@ -105,25 +139,39 @@ def load_settings(**overrides) -> Settings:
         settings = replace(settings, llm=_apply(settings.llm, llm_data, str(path)), config_file=str(path))
     env = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("KB_") and v != ""}
     llm_env = {k[4:]: v for k, v in env.items() if k.startswith("llm_")}
-    settings = _apply(
-        settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env", coerce=True
-    )
-    settings = replace(settings, llm=_apply(settings.llm, llm_env, "env", coerce=True))
+    settings = _apply(settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env")
+    settings = replace(settings, llm=_apply(settings.llm, llm_env, "env_llm"))
     llm_overrides = overrides.pop("llm", None)
-    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    # Flags default to None ("not given"): only the ones given override the file and environment.
+    settings = _apply(settings, {k: v for k, v in overrides.items() if v is not None}, "flag")
     if llm_overrides:
-        settings = replace(settings, llm=replace(settings.llm, **llm_overrides))
+        settings = replace(settings, llm=_apply(settings.llm, llm_overrides, "flag"))
+    if not settings.model_cache and os.environ.get("XDG_CACHE_HOME"):
+        settings = replace(settings, model_cache=str(Path(os.environ["XDG_CACHE_HOME"]) / "kb" / "models"))
+    return _check(settings)
+
+
+def _check(settings: Settings) -> Settings:
+    """Values of the right type that still cannot work, named before anything runs."""
+    positive = ("top_k", "max_query_bytes", "max_file_entries", "max_file_bytes", "max_line_chars")
+    for name in positive:
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"KB_{name.upper()} must be at least 1, not {getattr(settings, name)}")
+    if settings.max_file_seconds <= 0:
+        raise ConfigError(f"KB_MAX_FILE_SECONDS must be above 0, not {settings.max_file_seconds:g}")
+    if settings.vector_index not in ("auto", "flat", "ivf"):
+        raise ConfigError(f"KB_VECTOR_INDEX must be auto, flat or ivf, not {settings.vector_index!r}")
     return settings
 
 
-def _apply(obj, data: dict, origin: str, coerce: bool = False):
+def _apply(obj, data: dict, origin: str):
+    """Settings `obj` with `data` applied; every value checked against its field's type."""
     known = {f.name: f for f in fields(obj)}
     changes = {}
     for key, value in data.items():
         if key not in known or key == "llm":
-            if origin != "env":
+            if not origin.startswith("env"):
                 raise ConfigError(f"{origin}: unknown setting {key!r}")
             continue
-        like = getattr(obj, key)
-        changes[key] = _coerce(value, like) if coerce and isinstance(value, str) else value
+        changes[key] = _coerce(value, getattr(obj, key), key, origin)
     return replace(obj, **changes)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from index.search import Hit, SearchResult
+from ingest.code import is_destructive
 from ingest.entry import Entry
 
-from .answer import Answer, is_destructive
+from .answer import Answer
 
 
 def _ref(e: Entry | None) -> dict | None:

@@ -24,10 +24,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ingest.code import (
+    DANGER_IN_TEXT,
+    FENCE_OPEN,
+    PROMPT,
+    closes,
+    code_blocks,
+    is_destructive,
+    looks_like_command,
+    prose,
+    strip_prompt,
+)
 from ingest.entry import Entry
-from ingest.signals import COMMAND_WORDS, code_blocks, prose
 
-from .answer import CAUTION, is_destructive
+from .present import CAUTION
 
 REMOVED = {
     "en": "[command removed: no cited source contains it]",
@@ -35,63 +45,19 @@ REMOVED = {
 }
 WARN = "⚠"
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 # [1] [1, 2] [1][2] 【1】; not an index like `ret[101]` (a letter or digit before it) nor a link.
 _CITE = re.compile(
     r"(\s*)(?<![A-Za-z0-9_/])(?:\[|【)\s*(\d{1,3}(?:\s*[,，、;；]\s*\d{1,3})*)\s*(?:\]|】)(?!\()"
 )
-_PROMPT = re.compile(r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$)\s+")
 _LIST_MARK = re.compile(r"^(\s*(?:>\s*)*(?:[-*+]|\d{1,2}[.)])?\s*)")
-_ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*")  # NCCL_DEBUG=INFO: an environment setting
 _ENV = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*=\S.*)$")
-# Shell constructs that are dangerous wherever they are written, even in a sentence.
-_DANGER = re.compile(
-    r"(\b(curl|wget)\b[^|\n]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b|\brm\s+-[a-zA-Z]*[rf]|\bdd\s+[^\n]*\bof=/dev/|"
-    r"\bmkfs(\.\w+)?\s|\bkill\s+-(9|KILL)\b|\bchmod\s+-R\s+777\b|:\(\)\s*\{\s*:\|:&\s*\};:|"
-    r"\bipcrm\s+-|>\s*/dev/sd[a-z])"
-)
 # Blocks of output: only their lines that look like commands are checked.
 _OUTPUT_INFOS = frozenset({"text", "txt", "log", "output", "plaintext", "plain", "console", "terminal"})
-# Single words that are runnable on their own (`kill` alone is a word in a sentence, not advice).
-_STANDALONE = frozenset(
-    "nvidia-smi npu-smi ifconfig ipcs hostname nvcc ibstat nproc ibv_devinfo ibv_devices".split()
-)
-_SHELL_OPS = re.compile(r"\s(&&|\|\||\|)\s|\$\(|;\s*\w")
 
 
 def norm(text: str) -> str:
     return " ".join(text.split())
-
-
-def strip_prompt(line: str) -> str:
-    return _PROMPT.sub("", line, count=1).strip()
-
-
-def risky(command: str) -> bool:
-    """Gets a caution label: kb.answer's destructive commands, and piping a download into a shell."""
-    return is_destructive(command) or bool(_DANGER.search(command))
-
-
-def looks_like_command(text: str) -> bool:
-    """Something a reader would paste into a shell (or a setting they would export)."""
-    s = strip_prompt(text)
-    if not s or s.startswith(("#", "//")):
-        return False
-    if _DANGER.search(s) or is_destructive(s):
-        return True
-    words = s.split()
-    i = 0
-    while i < len(words) and (words[i] == "sudo" or _ASSIGN.match(words[i])):
-        i += 1
-    if i == len(words):
-        return i > 0 and words[0] != "sudo"  # a bare NAME=value setting
-    first, rest = words[i], len(words) - i - 1
-    if first in COMMAND_WORDS:
-        return rest > 0 or i > 0 or first in _STANDALONE
-    if first.startswith(("./", "/", "~/")):
-        return rest > 0 or first.endswith((".sh", ".py"))
-    return bool(_SHELL_OPS.search(s))
 
 
 def _units(lines: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -177,7 +143,7 @@ class Guard:
         body = line.rstrip("\n")
         s = body.strip()
         if self._block is not None:
-            if s.startswith(self._fence) and s.strip(self._fence[0]) == "":
+            if closes(s, self._fence):
                 return self._close_block(line)
             self._block.append(line)
             return ""
@@ -186,7 +152,7 @@ class Guard:
         if self._thinking or (not self._started and s.startswith("<think>")):
             self._thinking = "</think>" not in s
             return ""
-        m = _FENCE.match(body)
+        m = FENCE_OPEN.match(body)
         first, self._started = not self._started and bool(s), self._started or bool(s)
         if m and first and m.group(3).lower() in ("markdown", "md"):
             self._wrapper = m.group(2)
@@ -216,19 +182,19 @@ class Guard:
         assert self._block is not None
         opening, body = self._block[0], self._block[1:]
         self._block = None
-        info = (_FENCE.match(opening.rstrip("\n")) or _FENCE.match("```")).group(3).lower()
+        info = (FENCE_OPEN.match(opening.rstrip("\n")) or FENCE_OPEN.match("```")).group(3).lower()
         raw = [ln.rstrip("\n") for ln in body]
         out = [opening]
         for first, last, unit in _units(raw):
             s = strip_prompt(unit)
             checked = bool(s) and not s.startswith(("#", "//"))
             if checked and info in _OUTPUT_INFOS:
-                checked = bool(_PROMPT.match(unit)) or looks_like_command(unit)
+                checked = bool(PROMPT.match(unit)) or looks_like_command(unit)
             indent = re.match(r"\s*", raw[first]).group(0)
             if not checked:
                 out.extend(body[first : last + 1])
             elif self._check(unit):
-                if risky(s):
+                if is_destructive(s):
                     out.append(self._caution(indent, comment=True))
                 out.extend(body[first : last + 1])
             else:
@@ -252,15 +218,17 @@ class Guard:
         # A whole line that is a command: `export X=1`, `sudo ...`, `$ ...` written without code.
         words_only = _CITE.sub("", text)
         bare = _LIST_MARK.sub("", words_only, count=1).strip()
-        if len(parts) == 1 and (_PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)):
+        if len(parts) == 1 and (PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)):
             lead = _LIST_MARK.match(text).group(1)
             if self._check(bare):
-                return self._with_caution(_CITE.sub(self._citation, text), end, risky(strip_prompt(bare)))
+                return self._with_caution(
+                    _CITE.sub(self._citation, text), end, is_destructive(strip_prompt(bare))
+                )
             return f"{lead}{REMOVED[self.lang]}{end}"
 
         # Dangerous shell written in a sentence: the line goes unless it quotes a source's command.
         plain = norm(" ".join(p[1] for p in parts if not p[0]))
-        quoted = [(m, self._covering(plain, m.start(), m.end())) for m in _DANGER.finditer(plain)]
+        quoted = [(m, self._covering(plain, m.start(), m.end())) for m in DANGER_IN_TEXT.finditer(plain)]
         for m, key in quoted:
             if key is None:
                 self.removed_commands.append(plain[m.start() :].strip())
@@ -277,7 +245,7 @@ class Guard:
             elif looks_like_command(inner):
                 if self._check(inner):
                     out.append(chunk)
-                    danger = danger or risky(strip_prompt(inner))
+                    danger = danger or is_destructive(strip_prompt(inner))
                 else:
                     out.append(REMOVED[self.lang])
             else:

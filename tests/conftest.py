@@ -38,7 +38,7 @@ def seeds_index(tmp_path_factory) -> Path:
     """An index of ../shared/seeds, built with the real default embedder."""
     if not SEEDS.is_dir():
         pytest.skip(f"{SEEDS} not present")
-    from kb.service import ingest
+    from kb.indexing import ingest
 
     out = tmp_path_factory.mktemp("seeds-index")
     ingest([str(SEEDS)], out)

@@ -42,7 +42,7 @@ def kb_serve(
 ) -> Iterator[Server]:
     """`kb serve --index INDEX` with `env` added; yields once /api/health answers 200."""
     port = free_port()
-    cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(index), "--port", str(port)]
+    cmd = [sys.executable, "-m", "kb", "serve", "--index", str(index), "--port", str(port)]
     with open(log, "w") as fh:
         proc = subprocess.Popen(
             cmd,
@@ -73,3 +73,12 @@ def kb_serve(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def slack_http(bot, head_timeout_s: float | None = None):
+    """Slack's HTTP mode for `bot` on the HTTP host, bound to a free port on 127.0.0.1 and not yet
+    serving (`.start()`, `.stop()`; `.address` is (host, port))."""
+    from kb.doors.host.app import slack_app
+    from kb.doors.host.server import HEAD_TIMEOUT_S, Served
+
+    return Served(slack_app(bot), "127.0.0.1", 0, head_timeout_s or HEAD_TIMEOUT_S)

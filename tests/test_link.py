@@ -69,7 +69,8 @@ def test_seed_000_and_001_questions_are_linked(seeds_kb):
 @needs_shared
 @pytest.mark.slow
 def test_corpus_ingests_without_error_and_declared_pairs_link(tmp_path):
-    from kb.service import KnowledgeBase, ingest
+    from kb.indexing import ingest
+    from kb.service import KnowledgeBase
 
     outcome = ingest([str(CORPUS)], tmp_path / "idx")
     assert outcome.problems == []

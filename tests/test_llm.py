@@ -17,9 +17,11 @@ import pytest
 from openai_stub import OpenAIStub, Reply, closed_port_url
 
 from ingest.collect import entries_from_text
-from kb.answer import CAUTION, extractive, render_text
+from kb.answer import extractive
 from kb.config import LlmSettings
+from kb.doors.cli import render_text
 from kb.llm import NO_CITATION, build_messages, llm_answer, sources_for
+from kb.present import CAUTION
 from kb.schema import ask_json
 from kb.service import KnowledgeBase
 from kb.verify import REMOVED
@@ -219,7 +221,9 @@ def test_destructive_command_from_a_source_carries_its_caution(stub, results):
     answer = llm_answer(result, settings(stub), on_token=tokens.append)
     assert answer.mode == "llm" and answer.removed_commands == ()
     assert f"# ⚠ {CAUTION['zh']}\nreboot" in answer.text and "".join(tokens).strip() == answer.text
-    assert f"# {CAUTION['zh']}\n  $ reboot" in render_text(answer)
+    # Shown once, where the model put it, with its caution (kb/present.py: every door the same).
+    shown = render_text(answer)
+    assert f"# ⚠ {CAUTION['zh']}\nreboot" in shown and "$ reboot" not in shown
     assert ask_json(answer)["destructive_commands"] == ["reboot"]
 
 
@@ -279,7 +283,7 @@ def _kb_env(stub: OpenAIStub) -> dict[str, str]:
 def test_cli_ask_json_reports_mode_and_removals(stub, seeds_index):
     stub.script(faithful_init_plugin().replace("```bash\n", "```bash\nexport NCCL_FOO=1\n"))
     run = subprocess.run(
-        [sys.executable, "-m", "kb.cli", "ask", "--json", "--index", str(seeds_index), INIT_PLUGIN],
+        [sys.executable, "-m", "kb", "ask", "--json", "--index", str(seeds_index), INIT_PLUGIN],
         env=_kb_env(stub),
         capture_output=True,
         text=True,
@@ -301,7 +305,7 @@ def test_cli_ask_streams_text_with_caution_labels(stub, seeds_index):
         Reply("来源 [1] 适用：修改主机名后需要重启 [1]：\n\n```bash\nreboot\n```", chunk_delay_s=0.01)
     )
     run = subprocess.run(
-        [sys.executable, "-m", "kb.cli", "ask", "--index", str(seeds_index), HOSTNAME_ZH],
+        [sys.executable, "-m", "kb", "ask", "--index", str(seeds_index), HOSTNAME_ZH],
         env=_kb_env(stub),
         capture_output=True,
         text=True,

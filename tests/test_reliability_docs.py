@@ -88,7 +88,7 @@ def docs(tmp_path_factory) -> Path:
 def ingested(docs, tmp_path_factory):
     """kb.service.ingest over the folder, with vanished.md deleted between listing and reading."""
     import ingest.collect as collect_mod
-    from kb.service import ingest
+    from kb.indexing import ingest
 
     real_find = collect_mod.find_files
 
@@ -185,7 +185,7 @@ def test_collect_alone_reports_without_raising(docs):
 
 def test_kb_ingest_prints_each_skipped_file_and_succeeds(docs, tmp_path):
     p = subprocess.run(
-        [sys.executable, "-m", "kb.cli", "ingest", str(docs), "--index", str(tmp_path / "index")],
+        [sys.executable, "-m", "kb", "ingest", str(docs), "--index", str(tmp_path / "index")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -20,6 +20,7 @@ import pytest
 
 import ingest.collect as collect_mod
 from ingest.collect import collect
+from ingest.limits import Limits
 from ingest.read import UnreadableFile, decode, find_files, read_text
 
 GOOD_EN = (
@@ -58,7 +59,7 @@ def test_hostile_folder_indexes_the_good_files_and_names_each_bad_one(tmp_path):
     index = tmp_path / "index"
     started = time.monotonic()
     p = subprocess.run(
-        [sys.executable, "-m", "kb.cli", "ingest", str(docs), "--index", str(index)],
+        [sys.executable, "-m", "kb", "ingest", str(docs), "--index", str(index)],
         capture_output=True,
         timeout=300,
     )
@@ -137,40 +138,38 @@ def test_non_regular_files_are_refused_by_kind_without_blocking(tmp_path):
     }
 
 
-def test_size_is_counted_while_reading_not_taken_from_st_size(tmp_path, monkeypatch):
+def test_size_is_counted_while_reading_not_taken_from_st_size(tmp_path):
     """/proc files and devices report st_size 0; the limit holds on what is actually read."""
-    import ingest.read as read_mod
+    from ingest.limits import Limits
 
-    monkeypatch.setattr(read_mod, "MAX_FILE_BYTES", 8192)
+    small = Limits(max_file_bytes=8192)
     assert os.stat("/proc/self/status").st_size == 0 == os.stat("/proc/self/smaps").st_size
-    assert "VmRSS" in read_text(Path("/proc/self/status"))  # ~1.5 kB: read although st_size is 0
+    assert "VmRSS" in read_text(Path("/proc/self/status"), small)  # ~1.5 kB: read although st_size is 0
     assert len(Path("/proc/self/smaps").read_bytes()) > 8192
     with pytest.raises(UnreadableFile, match="too large"):  # st_size 0 said it was small
-        read_text(Path("/proc/self/smaps"))
+        read_text(Path("/proc/self/smaps"), small)
 
 
-def test_a_file_with_too_many_entries_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(collect_mod, "MAX_FILE_ENTRIES", 50)
+def test_a_file_with_too_many_entries_is_refused(tmp_path):
     (tmp_path / "ok.md").write_text(GOOD_EN, "utf-8")
     # Bold-paragraph entries: no heading to count first, so the cap on parsed entries holds.
     (tmp_path / "many.md").write_text(
         "# Errors\n\n" + "".join(f"**Error {i}**\n\nfix {i}\n\n" for i in range(60))
     )
     (tmp_path / "headings.md").write_text("".join(f"## Q: q{i}?\n\nA: a\n\n" for i in range(60)))
-    report = collect([tmp_path])
+    report = collect([tmp_path], limits=Limits(max_file_entries=50))
     reasons = {p.doc: p.reason for p in report.problems}
     assert "has 60 FAQ entries (limit 50 per file)" in reasons["many.md"]
     assert "has 60 headings (limit 50 entries per file)" in reasons["headings.md"]
     assert {e.doc for e in report.entries} == {"ok.md"}
 
 
-def test_a_file_that_parses_too_long_is_stopped_and_the_rest_lands(tmp_path, monkeypatch):
-    monkeypatch.setattr(collect_mod, "MAX_FILE_SECONDS", 0.5)
+def test_a_file_that_parses_too_long_is_stopped_and_the_rest_lands(tmp_path):
     (tmp_path / "ok.md").write_text(GOOD_EN, "utf-8")
     # 300k list items under one heading: no cap catches it before markdown-it (seconds to parse).
     (tmp_path / "slow.md").write_text("## Errors\n\n" + "".join(f"- item {i}\n" for i in range(300_000)))
     started = time.monotonic()
-    report = collect([tmp_path])
+    report = collect([tmp_path], limits=Limits(max_file_seconds=0.5))
     assert time.monotonic() - started < 10
     reasons = {p.doc: p.reason for p in report.problems}
     assert reasons["slow.md"].startswith("took over 0.5 s to read and parse")

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import SEEDS, needs_shared
 
-from kb.service import KbError, KnowledgeBase, ingest
+from kb.errors import KbError
+from kb.indexing import ingest
+from kb.service import KnowledgeBase
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -45,13 +47,13 @@ def answers(index: Path) -> bool:
 
 def kb_cli(*args: str, timeout: float = 300):
     return subprocess.run(
-        [sys.executable, "-m", "kb.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "kb", *args], capture_output=True, text=True, timeout=timeout
     )
 
 
 def kb_main(capsys, *args: str) -> tuple[int, str]:
     """`kb ARGS` in this process (the embedder stays loaded): exit code and stderr."""
-    from kb.cli import main
+    from kb.doors.cli import main
 
     code = main(list(args))
     return code, capsys.readouterr().err
@@ -166,7 +168,7 @@ def test_a_half_written_generation_is_never_served(seeds_index, tmp_path, capsys
     """A server holds generation A; the manifest then names a generation B that is incomplete
     (as a non-atomic copy or a bad disk would leave it). Reloading refuses B and keeps serving A;
     `kb ingest` repairs, and the next reload serves the repaired index."""
-    from kb.web import LiveKb
+    from kb.doors.host.live import LiveKb
 
     index, gen_a = copy_index(seeds_index, tmp_path)
     kb = KnowledgeBase.open(index=str(index))
@@ -278,7 +280,7 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
 
         def start(*args: str) -> subprocess.Popen:
             return subprocess.Popen(
-                [sys.executable, "-m", "kb.cli", "ingest", *args, "--index", str(index)],
+                [sys.executable, "-m", "kb", "ingest", *args, "--index", str(index)],
                 stdout=subprocess.PIPE,
                 stderr=write_end,
                 text=True,
@@ -328,7 +330,7 @@ FULL_DISK_SCRIPT = r"""
 import json, os, shutil, subprocess, sys
 mnt, seeds = sys.argv[1], sys.argv[2]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt], check=True)
-kb = [sys.executable, "-m", "kb.cli"]
+kb = [sys.executable, "-m", "kb"]
 index = os.path.join(mnt, "index")
 first = subprocess.run([*kb, "ingest", seeds, "--index", index], capture_output=True, text=True)
 gen = json.load(open(os.path.join(index, "manifest.json")))["generation"]

@@ -168,7 +168,7 @@ def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
         # /api/health for the new generation while the clients keep going.
         time.sleep(LOAD_SECONDS / 3)
         rebuild = subprocess.run(
-            [sys.executable, "-m", "kb.cli", "ingest", "--index", str(index)],
+            [sys.executable, "-m", "kb", "ingest", "--index", str(index)],
             capture_output=True,
             text=True,
             timeout=300,

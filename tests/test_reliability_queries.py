@@ -18,8 +18,9 @@ import pytest
 from conftest import needs_shared
 
 from kb.answer import LABELS
+from kb.errors import QueryError
 from kb.schema import ask_json, search_json
-from kb.service import KnowledgeBase, QueryError
+from kb.service import KnowledgeBase
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -148,7 +149,7 @@ def test_injection_strings_come_back_as_text(seeds_kb, template, tmp_path):
 # -- CLI -----------------------------------------------------------------------------------------
 def kb_cli(*args: str | bytes, stdin: bytes | None = None, env: dict | None = None):
     return subprocess.run(
-        [sys.executable, "-m", "kb.cli", *args],
+        [sys.executable, "-m", "kb", *args],
         input=stdin,
         capture_output=True,
         env={**os.environ, **(env or {})},

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from servers import free_port, kb_serve
 
-from kb.web_page import escape_md_html
+from kb.doors.web.render import escape_md_html
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def test_code_still_reads_as_code():
 # -- a served index ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def hostile_index(tmp_path_factory) -> Path:
-    from kb.service import ingest
+    from kb.indexing import ingest
 
     docs = tmp_path_factory.mktemp("hostile-web-docs")
     (docs / "trace.md").write_text(HOSTILE_FAQ, "utf-8")
@@ -196,7 +196,7 @@ def test_cli_notice_redacts_the_url_too(hostile_index):
         [
             sys.executable,
             "-m",
-            "kb.cli",
+            "kb",
             "ask",
             "--json",
             "NCCL error(2) in Docker",
@@ -271,7 +271,7 @@ def test_loopback_and_own_names_are_answered(server, host):
 
 
 def test_allowed_hosts_come_from_the_environment(monkeypatch):
-    from kb.web_guard import allowed_hosts
+    from kb.doors.host.guard import allowed_hosts
 
     monkeypatch.setenv("KB_ALLOWED_HOSTS", "kb.example.org, Docs.Example.org.")
     assert {"kb.example.org", "docs.example.org", "localhost"} <= allowed_hosts()

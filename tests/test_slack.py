@@ -25,7 +25,8 @@ from urllib.parse import urlencode
 import pytest
 from slack_stub import BOT_ID, BOT_USER, TEAM, SlackStub
 
-from kb.answer import CAUTION, LABELS, Answer, Citation
+from kb.answer import LABELS, Answer, Citation
+from kb.present import CAUTION
 
 pytest.importorskip("slack_bolt")
 
@@ -65,14 +66,14 @@ def _client(stub: SlackStub, token: str | None = None):
 @pytest.fixture(scope="module")
 def bot_url(stub, seeds_kb):
     """The bot in HTTP mode on 127.0.0.1, talking to the stand-in."""
-    from kb.slack import SlackBot, make_http_server
+    from servers import slack_http
+
+    from kb.doors.slack.bot import SlackBot
 
     bot = SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
-    server = make_http_server(bot, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield bot, f"http://127.0.0.1:{server.server_address[1]}/slack/events"
-    server.shutdown()
-    server.server_close()
+    server = slack_http(bot).start()
+    yield bot, f"http://127.0.0.1:{server.address[1]}/slack/events"
+    server.stop()
     bot.close()
 
 
@@ -264,7 +265,7 @@ def _exchange(url: str, request: bytes, timeout: float = 10.0) -> tuple[bytes, b
 def test_refused_body_closes_the_connection(bot, stub, head):
     """A body the HTTP-mode server refuses unread must not be parsed as a next request on a
     kept-alive connection: here it is one, a GET that would answer 200."""
-    from kb.slack import MAX_EVENT_BODY
+    from kb.doors.slack.events import MAX_EVENT_BODY
 
     app, url = bot
     smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -275,7 +276,7 @@ def test_refused_body_closes_the_connection(bot, stub, head):
     data, closed = _exchange(url, request)
     assert data.startswith((b"HTTP/1.1 413", b"HTTP/1.1 400", b"HTTP/1.1 411")), data[:100]
     assert data.count(b"HTTP/1.1 ") == 1 and b"\r\n\r\nok" not in data, data
-    assert closed and b"Connection: close" in data
+    assert closed and b"connection: close" in data.lower()  # header names are case-insensitive
     assert stub.calls == []
 
 
@@ -383,8 +384,8 @@ def test_slash_command_acks_fast_then_updates_the_searching_message(bot, stub):
 
 
 def test_wrong_bot_token_is_a_clear_error(stub, seeds_kb):
-    from kb.service import KbError
-    from kb.slack import SlackBot
+    from kb.doors.slack.bot import SlackBot
+    from kb.errors import KbError
 
     with pytest.raises(KbError, match="SLACK_BOT_TOKEN.*invalid_auth"):
         SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub, token="xoxb-wrong"))
@@ -393,8 +394,8 @@ def test_wrong_bot_token_is_a_clear_error(stub, seeds_kb):
 def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch):
     fastapi = pytest.importorskip("fastapi")
     uvicorn = pytest.importorskip("uvicorn")
-    from kb.service import KbError
-    from kb.slack import mount
+    from kb.doors.slack.events import mount
+    from kb.errors import KbError
 
     monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
     monkeypatch.setenv("SLACK_BOT_TOKEN", stub.token)
@@ -425,7 +426,7 @@ def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch
             urllib.request.urlopen(bad, timeout=10)
         assert refused.value.code == 401
         # Over the limit, declared or chunked: 413 (bounded while reading, like the web door's).
-        from kb.slack import MAX_EVENT_BODY
+        from kb.doors.slack.events import MAX_EVENT_BODY
 
         big = urllib.request.Request(url, data=b" " * (MAX_EVENT_BODY + 1), method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -455,7 +456,7 @@ def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch
 def _kb_slack(*args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     return subprocess.run(
-        [sys.executable, "-m", "kb.cli", "slack", *args],
+        [sys.executable, "-m", "kb", "slack", *args],
         env={**clean, **env},
         capture_output=True,
         text=True,
@@ -492,7 +493,7 @@ def test_kb_slack_http_mode_end_to_end(stub, seeds_index):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
     args = ["slack", "--mode", "http", "--host", "127.0.0.1", "--port", "0", "--index", str(seeds_index)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kb.cli", *args],
+        [sys.executable, "-m", "kb", *args],
         env={**clean, **env},
         stderr=subprocess.PIPE,
         text=True,
@@ -545,7 +546,7 @@ def _all_text(messages) -> str:
 
 
 def test_blocks_respect_slack_limits_and_label_destructive_commands():
-    from kb.slack_blocks import MAX_BLOCKS, MAX_SECTION_CHARS, answer_messages
+    from kb.doors.slack.blocks import MAX_BLOCKS, MAX_SECTION_CHARS, answer_messages
 
     commands = tuple(f"export NCCL_VAR_{i}=1" for i in range(60)) + ("rm -rf /tmp/nccl-*", "x" * 7000)
     long_text = "\n\n".join(f"Paragraph {i}: " + "shm too small; " * 40 for i in range(40))
@@ -587,7 +588,7 @@ def test_blocks_respect_slack_limits_and_label_destructive_commands():
 
 def test_no_match_is_a_plain_statement_with_suggestions():
     from index.search import Hit
-    from kb.slack_blocks import answer_messages
+    from kb.doors.slack.blocks import answer_messages
 
     hit = Hit(
         entry=_entry(2), score=0.1, dense_rank=1, lexical_rank=None, dense_score=0.3, matched_signature=None
@@ -609,7 +610,7 @@ def test_no_match_is_a_plain_statement_with_suggestions():
 
 
 def test_slack_markup_becomes_the_typed_text():
-    from kb.slack import slack_to_plain
+    from kb.doors.slack.bot import slack_to_plain
 
     typed = slack_to_plain(
         f"<@{BOT_USER}> see <#C1|general> &lt;hostname&gt; &amp;&amp; <https://x.org/a|the doc> ```NCCL WARN```"
@@ -618,7 +619,7 @@ def test_slack_markup_becomes_the_typed_text():
 
 
 def test_split_text_closes_and_reopens_code_fences():
-    from kb.slack_blocks import split_text
+    from kb.doors.slack.blocks import split_text
 
     text = "intro\n```\n" + "\n".join(f"line {i}" for i in range(1000)) + "\n```\nafter"
     pieces = split_text(text, 500)
@@ -629,7 +630,7 @@ def test_split_text_closes_and_reopens_code_fences():
 
 
 def test_cli_help_does_not_import_slack():
-    code = "import sys, kb.cli; kb.cli.build_parser(); print(any(m.startswith('slack') for m in sys.modules))"
+    code = "import sys, kb.doors.cli; kb.doors.cli.build_parser(); print(any(m.startswith('slack') for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.stdout.strip() == "False"
 
@@ -689,7 +690,7 @@ def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeyp
     """`kb serve --slack` answered them with a 500."""
     fastapi = pytest.importorskip("fastapi")
     uvicorn = pytest.importorskip("uvicorn")
-    from kb.slack import mount
+    from kb.doors.slack.events import mount
 
     monkeypatch.setenv("SLACK_BOT_TOKEN", stub.token)
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
@@ -715,33 +716,31 @@ def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeyp
 
 
 @pytest.fixture
-def small_http_server(stub, seeds_kb, monkeypatch):
-    """A fresh HTTP-mode server with a 1 s read timeout and 4 workers (not yet serving)."""
-    import kb.slack as slack_mod
+def small_http_server(stub, seeds_kb):
+    """A fresh HTTP-mode host with a 1 s timeout for a request's head (not yet serving)."""
+    from servers import slack_http
 
-    monkeypatch.setattr(slack_mod, "HTTP_READ_TIMEOUT_S", 1.0, raising=False)
-    monkeypatch.setattr(slack_mod, "HTTP_WORKERS", 4, raising=False)
-    bot = slack_mod.SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
-    server = slack_mod.make_http_server(bot, "127.0.0.1", 0)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    yield bot, server, serving, f"http://127.0.0.1:{server.server_address[1]}/slack/events"
-    if serving.is_alive():
-        server.shutdown()
-    server.server_close()
+    from kb.doors.slack.bot import SlackBot
+
+    bot = SlackBot(seeds_kb, signing_secret=SECRET, client=_client(stub))
+    server = slack_http(bot, head_timeout_s=1.0)
+    yield bot, server, f"http://127.0.0.1:{server.address[1]}/slack/events"
+    server.stop()
     bot.close()
 
 
 def test_http_mode_keeps_connections_bounded_and_times_out_silent_clients(small_http_server, stub):
-    """A thread per connection and no read timeout: 100 silent connections held 100 threads
-    forever. Now a fixed pool serves them, each silent one is closed after the read timeout,
-    and a real request behind them is answered."""
-    bot, server, serving, url = small_http_server
-    serving.start()
+    """The hand-written server held a thread per connection and had no read timeout: 100 silent
+    connections held 100 threads forever. On the HTTP host silent connections cost no thread,
+    each one that sends no complete request head is closed after the head timeout, and a real
+    request behind them is answered."""
+    bot, server, url = small_http_server
+    server.start()
     before = threading.active_count()
-    silent = [socket.create_connection(server.server_address, timeout=10) for _ in range(40)]
+    silent = [socket.create_connection(server.address, timeout=10) for _ in range(40)]
     silent[0].sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\n")  # half a request, then nothing
     time.sleep(0.5)
-    assert threading.active_count() - before <= 4 + 1  # the pool, not one thread per connection
+    assert threading.active_count() - before <= 4 + 1  # no thread per connection
     started = time.monotonic()
     status, body, _ = signed_post(
         url, json.dumps({"type": "url_verification", "challenge": "c-9"}), "application/json"
@@ -757,11 +756,11 @@ def test_http_mode_keeps_connections_bounded_and_times_out_silent_clients(small_
 def test_http_mode_listen_backlog_takes_a_burst(small_http_server):
     """http.server's listen backlog is 5: in a burst of connections, the rest had their SYNs dropped
     and waited seconds to connect. Nothing is accepted here (the server is not serving yet)."""
-    _, server, _, _ = small_http_server
+    _, server, _ = small_http_server
     opened = []
     try:
         for _ in range(60):
-            opened.append(socket.create_connection(server.server_address, timeout=0.5))
+            opened.append(socket.create_connection(server.address, timeout=0.5))
     except OSError as e:
         pytest.fail(f"connection {len(opened) + 1} of a burst of 60 was not taken: {e}")
     finally:

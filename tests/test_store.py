@@ -9,7 +9,9 @@ import pytest
 from conftest import CORPUS, SEEDS, needs_shared
 
 from index.store import IndexError_, load
-from kb.service import KbError, KnowledgeBase, ingest
+from kb.errors import KbError
+from kb.indexing import ingest
+from kb.service import KnowledgeBase
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -65,7 +67,7 @@ def test_killed_build_leaves_previous_index_working(tmp_path):
 
     # A much bigger build, killed with SIGKILL while it is embedding.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kb.cli", "ingest", str(CORPUS), "--index", str(index)],
+        [sys.executable, "-m", "kb", "ingest", str(CORPUS), "--index", str(index)],
         stderr=subprocess.PIPE,
         text=True,
     )

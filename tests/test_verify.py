@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.code import looks_like_command
 from ingest.collect import entries_from_text
-from kb.answer import CAUTION
-from kb.verify import REMOVED, Guard, looks_like_command, source_code, verify
+from kb.present import CAUTION
+from kb.verify import REMOVED, Guard, source_code, verify
 
 DOC = """# Cleaning up after a crashed job
 

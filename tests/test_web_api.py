@@ -1,4 +1,4 @@
-"""kb/web.py: the JSON API over real HTTP (`kb serve` in a subprocess on 127.0.0.1), the body
+"""kb/doors/web (api.py, chat.py) and kb/doors/host: the JSON API over real HTTP (`kb serve` in a subprocess on 127.0.0.1), the body
 limits on every route, the server's log, and the renderers the chat page uses (kb/web_page.py).
 
 The server runs on a copy of the seeds index, so the reload test can rebuild it in place.
@@ -368,7 +368,7 @@ def test_serve_logs_llm_failures_without_the_key(seeds_index, tmp_path):
 def test_secret_mask_hides_secrets_in_messages_and_tracebacks():
     import logging
 
-    from kb.web import SecretMask
+    from kb.doors.host.logs import SecretMask
 
     secret = "xoxb-" + os.urandom(10).hex()
     fmt = SecretMask("%(levelname)s %(message)s", [secret, secret[:12]])
@@ -382,7 +382,7 @@ def test_secret_mask_hides_secrets_in_messages_and_tracebacks():
 
 
 def test_rebuilt_index_is_picked_up_without_restart(server, live_index):
-    from kb.service import ingest
+    from kb.indexing import ingest
 
     _, before, _ = call(server, "GET", "/api/health")
     manifest = json.loads((live_index / "manifest.json").read_text())
@@ -417,25 +417,25 @@ def test_serve_refuses_a_busy_port_before_loading(seeds_index):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        cmd = [sys.executable, "-m", "kb.cli", "serve", "--index", str(seeds_index), "--port", str(port)]
+        cmd = [sys.executable, "-m", "kb", "serve", "--index", str(seeds_index), "--port", str(port)]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and "pick another port with --port" in run.stderr
 
 
 def test_slack_flag_without_the_slack_door_is_a_clear_error(seeds_kb, monkeypatch):
-    import kb
-    from kb.service import KbError
-    from kb.web import _mount_slack
+    from kb.doors.host.app import _mount_slack
+    from kb.errors import KbError
 
-    monkeypatch.delattr(kb, "slack", raising=False)
-    monkeypatch.setitem(sys.modules, "kb.slack", None)  # as if kb/slack.py were not installed
-    with pytest.raises(KbError, match=r"kb/slack\.py"):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "test-secret")
+    monkeypatch.setitem(sys.modules, "slack_bolt", None)  # as if the slack extra were not installed
+    with pytest.raises(KbError, match=r"pip install 'bilingual-kb\[slack"):
         _mount_slack(object(), seeds_kb)
 
 
 def test_stream_hands_over_pieces_and_errors(seeds_kb):
-    from kb.service import QueryError
-    from kb.web import _Stream
+    from kb.doors.web.chat import _Stream
+    from kb.errors import QueryError
 
     stream = _Stream(seeds_kb, HCCL_LINE, None, [])
     pieces = list(stream.pieces())
@@ -466,7 +466,7 @@ def _evil_entry() -> Entry:
 
 
 def test_entry_html_shows_faq_html_as_text(seeds_kb):
-    from kb.web_page import entry_html
+    from kb.doors.web.render import entry_html
 
     page = entry_html(seeds_kb, _evil_entry())
     assert "<script" not in page and "&lt;script&gt;alert('faq')&lt;/script&gt;" in page.replace(
@@ -479,8 +479,8 @@ def test_entry_html_shows_faq_html_as_text(seeds_kb):
 
 
 def test_render_answer_commands_caution_and_citations(seeds_kb):
-    from kb.answer import CAUTION
-    from kb.web_page import render_answer
+    from kb.doors.web.render import render_answer
+    from kb.present import CAUTION
 
     answer = seeds_kb.ask("域名映射怎么配置")  # an entry whose commands include `reboot`
     assert "reboot" in answer.commands
@@ -495,8 +495,9 @@ def test_render_answer_commands_caution_and_citations(seeds_kb):
 
 
 def test_render_llm_answer_labels_its_own_code_blocks(seeds_kb):
-    from kb.answer import CAUTION, Answer, Citation
-    from kb.web_page import render_answer
+    from kb.answer import Answer, Citation
+    from kb.doors.web.render import render_answer
+    from kb.present import CAUTION
 
     entry = seeds_kb.search("域名映射怎么配置").hits[0].entry
     text = "修改主机名后需要重启 [1]：\n\n```bash\nsudo vim /etc/hostname\nreboot\n```\n\n另见 `cat /etc/hostname` [1]"
@@ -517,7 +518,7 @@ def test_render_llm_answer_labels_its_own_code_blocks(seeds_kb):
 
 def test_render_no_match_offers_suggestions(seeds_kb):
     from kb.answer import LABELS
-    from kb.web_page import render_answer
+    from kb.doors.web.render import render_answer
 
     answer = seeds_kb.ask("how do I bake a chocolate cake with sprinkles")
     assert answer.no_match and answer.suggestions
@@ -527,7 +528,7 @@ def test_render_no_match_offers_suggestions(seeds_kb):
 
 
 def test_render_escapes_html_outside_code():
-    from kb.web_page import code_block, escape_md_html, render_user
+    from kb.doors.web.render import code_block, escape_md_html, render_user
 
     # Inline code becomes <code> with its text escaped (see tests/test_security_web.py for why).
     assert escape_md_html("<script>x</script> and `<keep>`") == (

@@ -1,4 +1,4 @@
-"""kb/web.py in a real browser: Debian's chromium, driven headless by Playwright, against
+"""The web chat (kb/doors/web/chat.py) in a real browser: Debian's chromium, driven headless by Playwright, against
 `kb serve` on 127.0.0.1 with the seeds index. Saves eval/results/web_answer.png."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_web_api import HCCL_LINE, NCCL_LINE, kb_server, noisy_log
 
-from kb.web import UI
+from kb.doors.web.render import UI
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = Path(__file__).resolve().parents[1] / "eval" / "results" / "web_answer.png"

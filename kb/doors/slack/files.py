@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from .service import KbError
+from ...errors import KbError
 
 log = logging.getLogger("kb.slack")
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Settings
-from ..service import KbError
+from index.store import LoadedIndex
+from kb.config import Settings
+from kb.errors import KbError
+
 from .gold import GoldSet
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("KB_EVAL_CACHE") or Path(tempfile.gettempdir()) / "kb-eval-cache")
+def cache_root(settings: Settings) -> Path:
+    """The `eval_cache` setting (KB_EVAL_CACHE), else <tmp>/kb-eval-cache."""
+    return Path(settings.eval_cache or Path(tempfile.gettempdir()) / "kb-eval-cache")
 
 
 def _fingerprint(root: Path, embedder: str) -> str:
@@ -47,11 +48,11 @@ def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     import fcntl
     import shutil
 
-    from ..service import ingest
+    from kb.indexing import ingest
 
     if not root.exists():
         raise KbError(f"{root} does not exist: the gold set's knowledge base is missing (or pass --index)")
-    base = cache_root()
+    base = cache_root(settings)
     base.mkdir(parents=True, exist_ok=True)
     slug = f"{root.name}-" + hashlib.sha1(f"{root.resolve()}|{settings.embedder}".encode()).hexdigest()[:10]
     out = base / f"{slug}-{_fingerprint(root, settings.embedder)[:12]}"
@@ -69,47 +70,12 @@ def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     return out
 
 
-def language_subset(loaded, langs: Iterable[str]):
-    """The index restricted to some languages, as if only their documents had been ingested:
-    vectors reused, BM25 statistics recomputed, links to dropped entries cleared."""
-    import numpy as np
-
-    from index.lexical import Bm25
-    from index.store import LoadedIndex
-    from index.vectors import VectorStore
-    from index.views import lexical_tokens
-
-    langs = set(langs)
-    keep = [i for i, e in enumerate(loaded.entries) if e.lang in langs]
-    if len(keep) == len(loaded.entries):
-        return loaded
-    kept_ids = {loaded.entries[i].id for i in keep}
-    entries = [
-        replace(e, translation=e.translation if e.translation in kept_ids else None)
-        for e in (loaded.entries[i] for i in keep)
-    ]
-    new_pos = {old: new for new, old in enumerate(keep)}
-    gen = loaded.directory / loaded.manifest["generation"]
-    vectors = np.load(gen / "vectors.npy", mmap_mode="r")
-    rows = [r for r, e in enumerate(loaded.row_entry) if int(e) in new_pos]
-    manifest = dict(loaded.manifest, counts={"entries": len(entries), "langs": sorted(langs)})
-    return LoadedIndex(
-        directory=loaded.directory,
-        manifest=manifest,
-        entries=entries,
-        row_entry=np.asarray([new_pos[int(loaded.row_entry[r])] for r in rows], dtype=np.int64),
-        row_kind=[loaded.row_kind[r] for r in rows],
-        vectors=VectorStore.build(np.asarray(vectors[rows])),
-        bm25=Bm25.build([lexical_tokens(e) for e in entries]),
-    )
-
-
 @dataclass
 class Target:
     """The index a gold set (or one knowledge base of a real-post set) runs against, with what
     the baselines need to rebuild it their way."""
 
-    loaded: object  # index.store.LoadedIndex
+    loaded: LoadedIndex
     label: str
     sources: list[str]  # the KB roots it was built from
     langs: tuple[str, ...] | None
@@ -127,17 +93,18 @@ class Indexes:
         self._built: dict[Path, Path] = {}  # KB root -> its cached index (built once per run)
 
     def _load(self, directory: Path):
+        from index.embed import embedder_id
         from index.store import IndexError_, load
 
         if directory not in self._loaded:
             try:
-                self._loaded[directory] = load(directory, self.settings.embedder)
+                self._loaded[directory] = load(directory, embedder_id(self.settings.embedder))
             except IndexError_ as e:
                 raise KbError(str(e)) from e
         return self._loaded[directory]
 
     def _directory(self, kb: Path | None) -> Path:
-        from ..service import ensure_bundled, resolve_index
+        from kb.indexing import ensure_bundled, resolve_index
 
         if self.index_arg:
             directory = Path(self.index_arg)
@@ -154,12 +121,14 @@ class Indexes:
         return directory
 
     def target(self, kb: Path | None, langs: tuple[str, ...] | None = None) -> Target:
+        from index.store import subset
+
         directory = self._directory(kb)
         key = (directory, langs)
         if key not in self._targets:
             loaded = self._load(directory)
             if langs:
-                loaded = language_subset(loaded, langs)
+                loaded = subset(loaded, set(langs))
             label = str(directory) + (f" [{'+'.join(langs)}]" if langs else "")
             self._targets[key] = Target(loaded, label, list(loaded.manifest.get("sources", [])), langs)
         return self._targets[key]

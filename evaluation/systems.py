@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from ..service import KbError
+from kb.config import Settings
+
+from . import langchain_recipe as recipe
 from .indexes import Target, cache_root
 from .metrics import Outcome, Shown
 
@@ -22,8 +24,6 @@ SYSTEM_LABELS = {
     "dense": "dense only",
     "langchain": "LangChain recipe",
 }
-# The LangChain recipe as its docs teach it; chunks are mapped back to entries by line.
-LC_CHUNK_SIZE, LC_CHUNK_OVERLAP = 1000, 200
 
 
 def _with_translations(loaded, idx: Sequence[int]) -> list[Shown]:
@@ -76,7 +76,7 @@ class Bm25Only:
 
         from index.text import tokenize
 
-        scores, _ = self.loaded.bm25.scores(tokenize(query[:20000]))
+        scores, _ = self.loaded.lexical.scores(tokenize(query[:20000]))
         order = [int(i) for i in np.argsort(-scores)[:k] if scores[i] > 0]
         shown = _with_translations(self.loaded, order)
         return Outcome(False, shown, shown)
@@ -93,11 +93,10 @@ class DenseOnly:
         self.embedder = embedder
 
     def run(self, query: str, k: int) -> Outcome:
-        v = self.embedder.embed([query])
-        scores, rows = self.loaded.vectors.search(v, max(4 * k, 50))
+        v = self.embedder.embed_queries([query])
+        hits = self.loaded.vectors.search(v, max(4 * k, 50))
         order: list[int] = []
-        for r in rows[0]:
-            e = int(self.loaded.row_entry[r]) if r >= 0 else -1
+        for e in (int(x) for x in hits.entries[0]):
             if e >= 0 and e not in order:
                 order.append(e)
             if len(order) >= k:
@@ -113,9 +112,9 @@ class LangChainRecipe:
 
     name = "langchain"
 
-    def __init__(self, target: Target, embedder, progress=None) -> None:
+    def __init__(self, target: Target, embedder, progress=None, settings: Settings | None = None) -> None:
         self.loaded = target.loaded
-        self.store = _langchain_store(target, embedder, progress)
+        self.store = _langchain_store(target, embedder, progress, settings or Settings())
         self.by_doc: dict[str, list[int]] = {}
         for i, e in enumerate(self.loaded.entries):
             self.by_doc.setdefault(e.doc, []).append(i)
@@ -141,28 +140,8 @@ class LangChainRecipe:
         return Outcome(False, shown, shown)
 
 
-def _lc_embeddings(embedder):
-    from langchain_core.embeddings import Embeddings
-
-    class KbEmbeddings(Embeddings):
-        """LangChain's Embeddings interface over our embedder (normalised vectors)."""
-
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return embedder.embed(texts).tolist()
-
-        def embed_query(self, text: str) -> list[float]:
-            return embedder.embed([text])[0].tolist()
-
-    return KbEmbeddings()
-
-
-def _langchain_store(target: Target, embedder, progress=None):
-    try:
-        from langchain_community.vectorstores import FAISS
-        from langchain_core.documents import Document
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-    except ImportError as e:
-        raise KbError("the LangChain baseline needs the eval extra: pip install 'bilingual-kb[eval]'") from e
+def _langchain_store(target: Target, embedder, progress, settings: Settings):
+    """The recipe's FAISS store of the target's documents, cached by their text and the embedder."""
     from ingest.collect import doc_language
     from ingest.read import find_files, read_text
 
@@ -176,38 +155,26 @@ def _langchain_store(target: Target, embedder, progress=None):
         if target.langs and doc_language(f.doc, text) not in target.langs:
             continue
         texts.append((f.doc, text))
-    h = hashlib.sha1(f"{embedder.id}|{LC_CHUNK_SIZE}|{LC_CHUNK_OVERLAP}".encode())
+    h = hashlib.sha1(f"{embedder.id}|{recipe.CHUNK_SIZE}|{recipe.CHUNK_OVERLAP}".encode())
     for doc, text in texts:
         h.update(doc.encode())
         h.update(text.encode())
-    folder = cache_root() / f"langchain-{h.hexdigest()[:16]}"
-    embeddings = _lc_embeddings(embedder)
+    folder = cache_root(settings) / f"langchain-{h.hexdigest()[:16]}"
+    lc_embeddings = recipe.embeddings(embedder)
     if (folder / "index.faiss").exists():
-        return FAISS.load_local(
-            str(folder), embeddings, allow_dangerous_deserialization=True
-        )  # our own cache
-
-    splitter = RecursiveCharacterTextSplitter(
-        chunk_size=LC_CHUNK_SIZE, chunk_overlap=LC_CHUNK_OVERLAP, add_start_index=True
-    )
-    chunks = []
-    for doc, text in texts:
-        for c in splitter.split_documents([Document(page_content=text, metadata={"doc": doc})]):
-            start = c.metadata["start_index"]
-            first = text.count("\n", 0, start) + 1
-            c.metadata.update(start_line=first, end_line=first + c.page_content.count("\n"))
-            chunks.append(c)
+        return recipe.load(str(folder), lc_embeddings)
+    chunked = recipe.chunks(texts)
     if progress:
-        progress("chunks", 0, len(chunks))
-    store = FAISS.from_documents(chunks, embeddings)
+        progress("chunks", 0, len(chunked))
+    store = recipe.build(chunked, lc_embeddings)
     if progress:
-        progress("chunks", len(chunks), len(chunks))
+        progress("chunks", len(chunked), len(chunked))
     folder.parent.mkdir(parents=True, exist_ok=True)
     store.save_local(str(folder))
     return store
 
 
-def make_system(name: str, target: Target, embedder, model=None, progress=None):
+def make_system(name: str, target: Target, embedder, model=None, progress=None, settings=None):
     if name == "ours":
         return Ours(target, embedder, model)
     if name == "bm25":
@@ -215,5 +182,5 @@ def make_system(name: str, target: Target, embedder, model=None, progress=None):
     if name == "dense":
         return DenseOnly(target, embedder)
     if name == "langchain":
-        return LangChainRecipe(target, embedder, progress)
+        return LangChainRecipe(target, embedder, progress, settings)
     raise ValueError(f"unknown system {name!r}; one of {', '.join(SYSTEMS)}")

@@ -1,4 +1,4 @@
-"""Which requests `kb serve` answers: the Host header and the browser origin of each request.
+"""Which requests the HTTP host (`kb serve`, `kb slack --mode http`) answers: the Host header and the browser origin of each request.
 
 `kb serve` has no login, so a browser is the way in for another site: a page the user visits
 can send requests to 127.0.0.1. Three checks stop that (docs/reliability.md, case 6):
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import socket
 from urllib.parse import urlsplit
 
@@ -47,15 +46,16 @@ def _is_ip(name: str) -> bool:
     return True
 
 
-def allowed_hosts() -> set[str]:
-    """Names answered besides IP literals: localhost, this machine's names, KB_ALLOWED_HOSTS
-    (comma-separated; `*` answers any name, e.g. behind a proxy that checks it already)."""
+def allowed_hosts(extra: str = "") -> set[str]:
+    """Names answered besides IP literals: localhost, this machine's names, and `extra`, the
+    `allowed_hosts` setting (KB_ALLOWED_HOSTS, comma-separated; `*` answers any name, e.g.
+    behind a proxy that checks it already)."""
     names = {"localhost", socket.gethostname().lower()}
     try:
         names.add(socket.getfqdn().lower())
     except OSError:  # pragma: no cover - resolver trouble: the short name is enough
         pass
-    names |= {n.strip().lower().rstrip(".") for n in os.environ.get("KB_ALLOWED_HOSTS", "").split(",")}
+    names |= {n.strip().lower().rstrip(".") for n in extra.split(",")}
     return {n for n in names if n}
 
 

@@ -7,8 +7,10 @@ pasted log files (kb/slack_files.py), use the thread's earlier messages as histo
 KnowledgeBase, post the Block Kit answer (kb/slack_blocks.py).
 
 Run modes: Socket Mode (SLACK_BOT_TOKEN + SLACK_APP_TOKEN; no public URL needed) or HTTP mode
-(SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET) served by `kb slack --mode http` or mounted into the web
-server with `mount()`. slack_bolt / slack_sdk are imported inside functions: `kb --help` stays fast.
+(SLACK_BOT_TOKEN + SLACK_SIGNING_SECRET): the events route (kb/doors/slack/events.py) on the
+HTTP host, alone (`kb slack --mode http`) or beside the web door (`kb serve --slack`). Answers
+run concurrently on bolt's listener pool; a rebuilt index is picked up by the host's reload
+policy (kb/doors/host/live.py). slack_bolt / slack_sdk are imported inside functions.
 """
 
 from __future__ import annotations
@@ -16,42 +18,27 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from html import unescape
-from urllib.parse import urlsplit
 
-from .service import KbError, QueryError
-from .slack_files import read_file
+from ...errors import KbError
+from ..host.live import LiveKb
+from .files import read_file
 
 log = logging.getLogger("kb.slack")
 
-EVENTS_PATH = "/slack/events"
 SEARCHING_REACTION = "mag"
 # Subtypes of user messages worth answering; edits, joins and bot posts have other subtypes.
 ANSWERED_SUBTYPES = (None, "file_share", "thread_broadcast")
 MAX_FILES = 3  # pasted logs read per message
 MAX_HISTORY_MESSAGES = 50
 HISTORY_FILE_BYTES = 16 * 1024  # of a log attached to an earlier message in the thread
-MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB
 # bolt refuses timestamps older than 5 minutes; signatures are remembered a little longer.
 REPLAY_WINDOW_S = 6 * 60
-# HTTP mode (`kb slack --mode http`): a bounded pool of workers instead of a thread per
-# connection, a read timeout so a silent or trickling client frees its worker, and a listen
-# backlog for bursts (http.server's default is 5).
-HTTP_WORKERS = 16
-HTTP_MAX_WAITING = 64  # connections accepted beyond the busy workers; more are closed at once
-HTTP_READ_TIMEOUT_S = 10.0
-HTTP_BACKLOG = 128
-# After refusing a body, read and drop what the client still sends (at most this much, until it
-# pauses this long) before closing: closing on unread bytes resets the connection, and a client
-# still sending would never read the refusal.
-DRAIN_MAX_BYTES = 16 * MAX_EVENT_BODY
-DRAIN_IDLE_S = 1.0
 USAGE = {
     "en": "Paste an error message or a log after the mention (or upload the log file), e.g. "
     "`@kb ExternalError: Nccl error(2), unhandled system error` or `/kb Init plugin so failed`.",
@@ -183,6 +170,7 @@ def _bolt_logger() -> logging.Logger:
 class SlackBot:
     """The bolt App plus what it needs: the KnowledgeBase, dedupe and the executor in flight.
 
+    `kb` is a KnowledgeBase, or the host's LiveKb that reloads it.
     `client` is the slack_sdk WebClient to use (tests point its base_url at a local stand-in);
     without it one is built from `bot_token`. Either way 429 answers are retried after Retry-After,
     and a 500/503 twice with backoff (a single 503 on chat.postMessage must not lose the answer).
@@ -205,7 +193,7 @@ class SlackBot:
             ServerErrorRetryHandler,
         )
 
-        self.kb = kb
+        self.live = kb if isinstance(kb, LiveKb) else LiveKb(kb)
         # SLACK_API_URL: another Web API base URL (a proxy, or a local stand-in in tests).
         self.client = client or WebClient(
             token=bot_token, base_url=os.environ.get("SLACK_API_URL") or WebClient.BASE_URL
@@ -220,8 +208,6 @@ class SlackBot:
         self._seen_events = _Seen()
         self._seen_messages = _Seen()
         self._seen_signatures = _Seen(ttl=REPLAY_WINDOW_S)
-        self._ask_lock = threading.Lock()  # one search at a time: the embedder is not shared across threads
-        self._last_reload = 0.0
         try:
             # auth.test runs here: a wrong SLACK_BOT_TOKEN fails now, with a message, not on the first event.
             self.app = App(
@@ -285,7 +271,7 @@ class SlackBot:
     def _on_command(self, ack, command, respond) -> None:
         from slack_sdk.errors import SlackApiError
 
-        from .slack_blocks import escape
+        from .blocks import escape
 
         query = slack_to_plain(command.get("text") or "")
         if not query:
@@ -329,38 +315,26 @@ class SlackBot:
 
     # -- building the answer -----------------------------------------------------------------
     def _reply(self, query: str, history: list[tuple[str, str]]) -> list[dict]:
-        from .slack_blocks import answer_messages, text_messages
+        from .blocks import answer_messages, text_messages
 
         if not query.strip():
             return text_messages(USAGE["en"])
+        kb = self.live.get()
         try:
-            with self._ask_lock:
-                self._maybe_reload()
-                answer = self.kb.ask(query, history=history)
-        except QueryError as e:
+            answer = kb.ask(query, history=history)
+        except KbError as e:  # too large, empty: the message says what to do
             return text_messages(str(e))
         except Exception:
             log.exception("answering failed")
             return text_messages(
                 "Sorry, the knowledge base failed to answer this one; the error is in the bot's log."
             )
-        return answer_messages(answer, self.kb.settings.docs_base_url, lookup=self.kb.entry)
-
-    def _maybe_reload(self) -> None:
-        """A long-running bot picks up a rebuilt index (checked at most every 30 s)."""
-        if time.monotonic() - self._last_reload < 30:
-            return
-        self._last_reload = time.monotonic()
-        try:
-            if self.kb.reload_if_changed():
-                log.info("index reloaded")
-        except Exception:
-            log.exception("reloading the index failed; answering from the one loaded")
+        return answer_messages(answer, kb.settings.docs_base_url, lookup=kb.entry)
 
     def _message_query(self, message: dict, limit: int | None = None) -> str:
         """The message's text plus the pasted logs attached to it, within `limit` bytes."""
         parts = [slack_to_plain(message.get("text") or "")]
-        room = (limit or self.kb.settings.max_query_bytes) - len(parts[0].encode()) - 1024
+        room = (limit or self.live.kb.settings.max_query_bytes) - len(parts[0].encode()) - 1024
         for f in (message.get("files") or [])[:MAX_FILES]:
             text = read_file(self.client, f.get("id", ""), room)
             if text:
@@ -433,223 +407,4 @@ class SlackBot:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-# -- HTTP mode -------------------------------------------------------------------------------
-
-
-def bolt_request(body: str, query: str, headers: dict):
-    """A BoltRequest, or None when the body is no Slack request: bolt parses JSON (or a form's
-    `payload` field) while building the request, so malformed JSON, or JSON that is not an
-    object, raised there (a dropped connection in `kb slack`, a 500 in `kb serve --slack`)."""
-    from slack_bolt import BoltRequest
-
-    try:
-        request = BoltRequest(body=body, query=query, headers=headers)
-    except (ValueError, TypeError, AttributeError, KeyError):
-        return None
-    event = request.body.get("event", {}) if isinstance(request.body, dict) else None
-    return request if isinstance(event, dict) else None
-
-
-MALFORMED = "malformed request body: Slack sends a JSON object or a form with a JSON payload"
-
-
-def make_http_server(bot: SlackBot, host: str = "127.0.0.1", port: int = 3000, path: str = EVENTS_PATH):
-    """A threaded http.server for the Events API endpoint (bolt's own development server is
-    single-threaded). Signature and timestamp checks are bolt's RequestVerification (401)."""
-    from http.server import BaseHTTPRequestHandler
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
-            self.send_response(status)
-            for k, v in (headers or {}).items():
-                if k.lower() != "content-length":
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            if urlsplit(self.path).path == "/healthz":
-                self._send(200, b"ok", {"Content-Type": "text/plain"})
-            else:
-                self._send(404, b"not found", {"Content-Type": "text/plain"})
-
-        def _refuse(self, status: int, text: bytes, unread: int = 0) -> None:
-            # The body is not read as a request, so the connection must close: on a kept-alive
-            # one its bytes would be parsed as the next request. (send_header sets close_connection.)
-            self._send(status, text, {"Content-Type": "text/plain", "Connection": "close"})
-            self.wfile.flush()
-            left = min(unread, DRAIN_MAX_BYTES)
-            self.connection.settimeout(DRAIN_IDLE_S)
-            try:
-                while left > 0 and (chunk := self.rfile.read1(min(65536, left))):
-                    left -= len(chunk)
-            except OSError:  # the client paused or went away: close now
-                pass
-
-        def do_POST(self) -> None:
-            url = urlsplit(self.path)
-            declared = self.headers.get("Content-Length") or "0"
-            if url.path != path:
-                self._refuse(404, b"not found", int(declared) if declared.isdigit() else 0)
-            elif self.headers.get("Transfer-Encoding"):  # http.server cannot read chunked bodies
-                self._refuse(411, b"send a Content-Length")
-            elif not declared.isdigit():  # a negative length would read until the client closes
-                self._refuse(400, b"invalid Content-Length")
-            elif int(declared) > MAX_EVENT_BODY:
-                self._refuse(413, b"too large", int(declared))
-            else:
-                body = self.rfile.read(int(declared)).decode("utf-8", errors="replace")
-                request = bolt_request(body, url.query, {k.lower(): v for k, v in self.headers.items()})
-                if request is None:
-                    self._send(400, MALFORMED.encode(), {"Content-Type": "text/plain"})
-                    return
-                response = bot.app.dispatch(request)
-                self._send(
-                    response.status,
-                    (response.body or "").encode(),
-                    response.first_headers_without_set_cookie(),
-                )
-
-        def log_message(self, fmt, *args) -> None:
-            log.debug("http: " + fmt, *args)
-
-    Handler.timeout = HTTP_READ_TIMEOUT_S  # StreamRequestHandler sets it on each connection
-    return _pooled_server_class()((host, port), Handler)
-
-
-def _pooled_server_class():
-    from http.server import HTTPServer
-
-    class PooledHTTPServer(HTTPServer):
-        """http.server with HTTP_WORKERS threads for all connections (ThreadingHTTPServer starts one
-        per connection, without bound) and a listen backlog of HTTP_BACKLOG."""
-
-        request_queue_size = HTTP_BACKLOG
-        daemon_threads = True
-
-        def __init__(self, *args, **kwargs) -> None:
-            self._pool = ThreadPoolExecutor(HTTP_WORKERS, thread_name_prefix="kb-slack-http")
-            self._slots = threading.BoundedSemaphore(HTTP_WORKERS + HTTP_MAX_WAITING)
-            super().__init__(*args, **kwargs)
-
-        def process_request(self, request, client_address) -> None:
-            if not self._slots.acquire(blocking=False):  # every worker busy and the queue full
-                self.shutdown_request(request)
-                return
-            self._pool.submit(self._work, request, client_address)
-
-        def _work(self, request, client_address) -> None:
-            try:
-                self.finish_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-            finally:
-                self.shutdown_request(request)
-                self._slots.release()
-
-        def handle_error(self, request, client_address) -> None:  # a timeout, a reset: no traceback
-            log.debug("http: connection from %s ended with an error", client_address, exc_info=True)
-
-        def server_close(self) -> None:
-            super().server_close()
-            self._pool.shutdown(wait=False, cancel_futures=True)
-
-    return PooledHTTPServer
-
-
-def mount(fastapi_app, kb, path: str = EVENTS_PATH, client=None) -> SlackBot:
-    """Serve the bot in HTTP mode at `path` of an existing FastAPI app (`kb serve --slack`).
-    Needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET in the environment."""
-    tokens = read_tokens("http")
-    try:
-        from slack_bolt.adapter.starlette.handler import to_starlette_response
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import Response
-    except ImportError as e:
-        raise KbError(
-            f"the Slack door needs slack-bolt and FastAPI: pip install 'bilingual-kb[slack,web]' ({e})"
-        ) from e
-    bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret, client=client)
-
-    async def slack_events(request):
-        # Counted as it comes (a chunked body declares nothing); past the limit the rest is read
-        # and dropped, as make_http_server does, so the client is not reset before the 413.
-        body, size = bytearray(), 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size <= MAX_EVENT_BODY:
-                body += chunk
-            elif size > DRAIN_MAX_BYTES:
-                break
-        if size > MAX_EVENT_BODY:
-            return Response("too large", status_code=413, headers={"Connection": "close"})
-        # Bytes that are not UTF-8 fail the signature check (401) instead of the decoding (500).
-        parsed = bolt_request(
-            body.decode("utf-8", errors="replace"), request.url.query, dict(request.headers)
-        )
-        if parsed is None:
-            return Response(MALFORMED, status_code=400)
-        # dispatch blocks until ack(); run it off the event loop so the web UI stays responsive.
-        response = await run_in_threadpool(bot.app.dispatch, parsed)
-        return to_starlette_response(response)
-
-    fastapi_app.add_route(path, slack_events, methods=["POST"], include_in_schema=False)
-    return bot
-
-
-# -- `kb slack` ------------------------------------------------------------------------------
-
-
-def slack_command(args) -> int:
-    from .progress import ProgressBar
-    from .service import KnowledgeBase
-
-    mode = args.mode or ("socket" if os.environ.get("SLACK_APP_TOKEN") else "http")
-    tokens = read_tokens(mode)  # before loading anything: a missing token fails in milliseconds
-    from .web import configure_logging  # kb/web.py imports no web framework at module level
-
-    # The bot's own log at INFO (redeliveries dropped, files unreadable...); libraries at WARNING;
-    # the tokens (and any other secret in the environment) masked in every line.
-    configure_logging()
-    kb = KnowledgeBase.open(index=args.index, progress=ProgressBar())
-    bot = SlackBot(kb, bot_token=tokens.bot, signing_secret=tokens.signing_secret)
-    try:
-        if mode == "socket":
-            from slack_bolt.adapter.socket_mode import SocketModeHandler
-            from slack_sdk.errors import SlackApiError
-
-            try:
-                handler = SocketModeHandler(bot.app, tokens.app)
-                handler.connect()
-            except SlackApiError as e:
-                raise KbError(f"Slack did not accept SLACK_APP_TOKEN: {e.response.get('error')}") from e
-            print("kb slack: connected in Socket Mode; Ctrl+C stops", file=sys.stderr)
-            threading.Event().wait()
-        else:
-            server = make_http_server(bot, args.host, args.port)
-            print(
-                f"kb slack: listening on http://{args.host}:{server.server_address[1]}{EVENTS_PATH} "
-                "(set it as the Request URL of Event Subscriptions and of /kb); Ctrl+C stops",
-                file=sys.stderr,
-            )
-            try:
-                server.serve_forever()
-            finally:
-                server.server_close()
-    finally:
-        bot.close()
-    return 0
-
-
-__all__ = [
-    "SlackBot",
-    "Tokens",
-    "make_http_server",
-    "mount",
-    "read_tokens",
-    "slack_command",
-    "slack_to_plain",
-]
+__all__ = ["SlackBot", "Tokens", "read_tokens", "slack_to_plain"]

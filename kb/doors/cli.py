@@ -1,7 +1,10 @@
-"""`kb`: ingest, search, ask (and the other doors' commands) from the terminal.
+"""The terminal door, `kb`: ingest, search, ask, stats, eval; `kb serve` and `kb slack` start
+the HTTP host (kb/doors/host/app.py) with the web or the Slack door.
 
-Only argparse and the standard library are imported at start-up, so `kb --help` is instant;
-each command imports what it needs.
+Settings are resolved once here (flags default to "not given", so kb.toml and KB_* decide
+unless a flag is typed) and passed to the command. Every KbError, a bad setting included, ends
+as one line on stderr and exit code 1. Only argparse and the standard library are imported at
+start-up, so `kb --help` is instant; each command imports what it needs.
 """
 
 from __future__ import annotations
@@ -14,39 +17,33 @@ EXIT_USAGE = 2
 EXIT_ERROR = 1
 
 
-def _read_query(text: str) -> str:
+def _read_query(text: str, settings) -> str:
     """The query text (stdin for '-'), checked before any index is opened or built."""
-    from .config import load_settings
-    from .service import check_query
+    from ..query import check_query
 
     if text == "-":
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    return check_query(text, load_settings().max_query_bytes)
+    return check_query(text, settings.max_query_bytes)
 
 
-def _open_kb(args):
-    from .progress import ProgressBar
-    from .service import KnowledgeBase
+def _open_kb(args, settings):
+    from ..progress import ProgressBar
+    from ..service import KnowledgeBase
 
-    return KnowledgeBase.open(index=args.index, progress=ProgressBar(quiet=getattr(args, "json", False)))
+    return KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=getattr(args, "json", False)))
 
 
-def cmd_ingest(args) -> int:
-    from .config import load_settings
-    from .progress import ProgressBar
-    from .service import KbError, ingest, resolve_index
+def cmd_ingest(args, settings) -> int:
+    from index.store import read_manifest
 
-    settings = load_settings()
-    index_dir, bundled = resolve_index(settings, args.index)
+    from ..indexing import ingest, resolve_index
+    from ..progress import ProgressBar
+
+    index_dir, bundled = resolve_index(settings)
     paths = args.paths
     if not paths:
-        from index.store import IndexError_, read_manifest
-
-        try:
-            manifest = read_manifest(index_dir) or {}
-        except IndexError_ as e:  # the sources are recorded in the manifest it cannot read
-            raise KbError(str(e)) from e
-        paths = manifest.get("sources", [])
+        # The sources are recorded in the manifest (an unreadable one raises its own KbError).
+        paths = (read_manifest(index_dir) or {}).get("sources", [])
         if not paths:
             raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")
     outcome = ingest(
@@ -71,12 +68,13 @@ def cmd_ingest(args) -> int:
     return 0
 
 
-def cmd_search(args) -> int:
-    from .schema import search_json
+def cmd_search(args, settings) -> int:
+    from ..present import location
+    from ..schema import search_json
 
-    query = _read_query(args.text)
-    kb = _open_kb(args)
-    result = kb.search(query, k=args.k, lang=args.lang)
+    query = _read_query(args.text, settings)
+    kb = _open_kb(args, settings)
+    result = kb.search(query, lang=args.lang)
     if args.json:
         print(json.dumps(search_json(result), ensure_ascii=False))
         return 0
@@ -86,26 +84,55 @@ def cmd_search(args) -> int:
             print("nearest (not a match):" if result.lang == "en" else "最接近的条目（并不匹配）：")
     for n, h in enumerate(result.hits or result.suggestions, 1):
         e = h.entry
-        print(f"{n}. {e.title}\n   {e.doc}:{e.start_line}-{e.end_line} [{e.lang}]  score={h.score:.4f}")
+        print(f"{n}. {e.title}\n   {location(e)} [{e.lang}]  score={h.score:.4f}")
         if h.translation is not None:
             t = h.translation
-            print(f"   {t.lang}: {t.title} ({t.doc}:{t.start_line}-{t.end_line})")
+            print(f"   {t.lang}: {t.title} ({location(t)})")
         for c in e.commands[:6]:
             print(f"   $ {c}")
     return 0
 
 
-def cmd_ask(args) -> int:
+def render_text(answer, docs_base_url: str = "", lookup=None) -> str:
+    """An answer for the terminal, as kb/present.py decides what it shows."""
+    from ..present import present
+
+    p = present(answer, docs_base_url, lookup)
+    out = [p.text]
+    if p.notice:
+        out.insert(0, f"! {p.notice}")
+    if p.suggestions:
+        out += ["", p.labels["suggest"]]
+        out += [f"  - {r.title} ({r.location})" for r in p.suggestions]
+    if p.commands:
+        out += ["", p.labels["commands"] + ":"]
+        for c in p.commands:
+            if c.caution:
+                out.append(f"  # {c.caution}")
+            out.append("  $ " + c.text.replace("\n", "\n    "))
+    if p.sources:
+        out += ["", p.labels["sources"] + ":"]
+        out += [f"  [{r.n}] {r.location} {r.title}" for r in p.sources]
+        if p.other_language is not None:
+            o = p.other_language
+            out.append(f"  {p.labels['other_lang']}: {o.location} {o.title}")
+    return "\n".join(out)
+
+
+def cmd_ask(args, settings) -> int:
     from dataclasses import replace
 
-    from .answer import render_text
-    from .schema import ask_json
+    from ..schema import ask_json
 
-    query = _read_query(args.text)
-    kb = _open_kb(args)
+    query = _read_query(args.text, settings)
+    kb = _open_kb(args, settings)
+
+    def shown(answer) -> str:
+        return render_text(answer, settings.docs_base_url, kb.entry)
+
     if args.json or not kb.settings.llm_enabled:
         answer = kb.ask(query, lang=args.lang)
-        print(json.dumps(ask_json(answer), ensure_ascii=False) if args.json else render_text(answer))
+        print(json.dumps(ask_json(answer), ensure_ascii=False) if args.json else shown(answer))
         return 0
     # With an LLM the answer is printed as it comes, a verified line at a time.
     streamed: list[str] = []
@@ -118,19 +145,19 @@ def cmd_ask(args) -> int:
     answer = kb.ask(query, lang=args.lang, on_token=show)
     if "".join(streamed).strip() != answer.text.strip():
         # The model failed midway or its answer was replaced: print the answer that stands.
-        print(("\n\n" if streamed else "") + render_text(answer))
+        print(("\n\n" if streamed else "") + shown(answer))
         return 0
     print()
     if answer.notice:
         print(f"\n! {answer.notice}")
-    rest = render_text(replace(answer, text="", notice="")).strip("\n")  # commands (with cautions), sources
+    rest = shown(replace(answer, text="", notice="")).strip("\n")  # commands (with cautions), sources
     if rest:
         print("\n" + rest)
     return 0
 
 
-def cmd_stats(args) -> int:
-    kb = _open_kb(args)
+def cmd_stats(args, settings) -> int:
+    kb = _open_kb(args, settings)
     print(json.dumps(kb.stats(), ensure_ascii=False, indent=1))
     return 0
 
@@ -172,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
         if name == "search":
-            sp.add_argument("--k", type=int, default=5, help="number of hits (default 5)")
+            sp.add_argument("--k", type=int, help="number of hits (default: top_k, 5)")
         sp.set_defaults(func=func)
 
     sp = sub.add_parser("stats", help="show what the index holds")
@@ -182,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("eval", help="measure retrieval quality on a gold set (Hit@k, MRR, nDCG, abstention)")
     sp.add_argument("gold", nargs="+", help="gold set(s), JSONL")
     add_index(sp)
-    sp.add_argument("--k", type=int, default=10, help="cut-off for MRR/nDCG (default 10)")
+    sp.add_argument("--k", dest="cutoff", type=int, help="cut-off for MRR/nDCG (default 10)")
     sp.add_argument(
         "--json", action="store_true", help="print one JSON object with the numbers and the misses"
     )
@@ -196,35 +223,33 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the cross-validation on real-post sets (only the committed model's numbers)",
     )
-    sp.set_defaults(func=_lazy("kb.evaluation.run", "eval_command"))
+    sp.set_defaults(func=_lazy("evaluation.run", "eval_command"))
 
     sp = sub.add_parser("serve", help="web chat (Gradio) and JSON API on one server")
     add_index(sp)
-    sp.add_argument(
-        "--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else is exposed)"
-    )
-    sp.add_argument("--port", type=int, default=7860)
+    sp.add_argument("--host", help="bind address (default 127.0.0.1; anything else is exposed)")
+    sp.add_argument("--port", type=int, help="default 7860")
     sp.add_argument(
         "--slack", action="store_true", help="also mount the Slack bot at /slack/events (HTTP mode)"
     )
-    sp.set_defaults(func=_lazy("kb.web", "serve_command"))
+    sp.set_defaults(func=_lazy("kb.doors.host.app", "serve_command"))
 
     sp = sub.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)")
     add_index(sp)
     sp.add_argument("--mode", choices=("socket", "http"), help="default: socket when SLACK_APP_TOKEN is set")
-    sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--port", type=int, default=3000)
-    sp.set_defaults(func=_lazy("kb.slack", "slack_command"))
+    sp.add_argument("--host", help="HTTP mode's bind address (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, help="HTTP mode's port (default 3000)")
+    sp.set_defaults(func=_lazy("kb.doors.host.app", "slack_command"))
     return p
 
 
 def _lazy(module: str, function: str):
     """A command implemented in another module, imported only when that command runs."""
 
-    def run(args) -> int:
+    def run(args, settings) -> int:
         import importlib
 
-        return getattr(importlib.import_module(module), function)(args)
+        return getattr(importlib.import_module(module), function)(args, settings)
 
     return run
 
@@ -235,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    from .config import ConfigError
-    from .service import KbError
+    from ..config import load_settings
+    from ..errors import KbError
 
     try:
-        return args.func(args)
-    except (KbError, ConfigError) as e:
+        settings = load_settings(index=args.index, top_k=getattr(args, "k", None))
+        return args.func(args, settings)
+    except KbError as e:
         print(f"kb {args.command}: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

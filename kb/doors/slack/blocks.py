@@ -9,12 +9,9 @@ No slack_sdk import: the blocks are plain dicts, so this module is cheap and eas
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from urllib.parse import quote
 
-from ingest.entry import Entry
-
-from .answer import CAUTION, LABELS, Answer, is_destructive
+from ...answer import Answer
+from ...present import Lookup, Ref, present
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -22,8 +19,6 @@ MAX_SECTION_CHARS = 3000
 MAX_MESSAGE_CHARS = 30000
 # The `text` that goes with blocks is what notifications and screen readers show.
 MAX_FALLBACK_CHARS = 1000
-
-Lookup = Callable[[str], Entry | None]
 
 
 def escape(text: str) -> str:
@@ -94,17 +89,12 @@ def _escaped_pieces(text: str, limit: int) -> list[str]:
     return out
 
 
-def citation_url(base_url: str, entry: Entry) -> str:
-    return f"{base_url.rstrip('/')}/{quote(entry.doc)}#L{entry.start_line}-L{entry.end_line}"
-
-
-def entry_ref(entry: Entry, base_url: str) -> str:
+def entry_ref(ref: Ref) -> str:
     """A link to the entry's source lines when a docs base URL is configured, else `doc:lines`."""
-    title = escape(entry.title).replace("|", "/")
-    where = f"{entry.doc}:{entry.start_line}-{entry.end_line}"
-    if base_url:
-        return f"<{citation_url(base_url, entry)}|{title}> (`{escape(where)}`)"
-    return f"{title} (`{escape(where)}`)"
+    title = escape(ref.title).replace("|", "/")
+    if ref.url:
+        return f"<{ref.url}|{title}> (`{escape(ref.location)}`)"
+    return f"{title} (`{escape(ref.location)}`)"
 
 
 def _section(text: str) -> dict:
@@ -119,53 +109,34 @@ def _sections(mrkdwn: str) -> list[dict]:
     return [_section(piece) for piece in split_text(mrkdwn) if piece.strip()]
 
 
-def _other_language(answer: Answer, lookup: Lookup | None) -> Entry | None:
-    """The best entry's translation, from the index when a lookup is given, else from the hits."""
-    if not answer.citations:
-        return None
-    best = answer.citations[0].entry
-    if not best.translation:
-        return None
-    found = lookup(best.translation) if lookup else None
-    if found is None:
-        for h in answer.hits:
-            for e in (h.entry, h.translation):
-                if e is not None and e.id == best.translation:
-                    found = e
-    return found if found is not None and found.lang != answer.lang else None
-
-
 def answer_blocks(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> list[dict]:
-    """All blocks of an answer, in reading order; `answer_messages` splits them into messages."""
-    lang = answer.lang if answer.lang in LABELS else "en"
-    labels = LABELS[lang]
+    """All blocks of an answer, in reading order (kb/present.py decides what shows);
+    `answer_messages` splits them into messages."""
+    p = present(answer, docs_base_url, lookup)
     blocks: list[dict] = []
-    if answer.notice:
-        blocks.append(_context(":information_source: " + escape(answer.notice)))
-    text = to_mrkdwn(answer.text)
-    if answer.citations:  # the extractive answer starts with the entry's title: show it as one
-        title = to_mrkdwn(answer.citations[0].entry.title)
+    if p.notice:
+        blocks.append(_context(":information_source: " + escape(p.notice)))
+    text = to_mrkdwn(p.text)
+    if p.sources:  # the extractive answer starts with the entry's title: show it as one
+        title = to_mrkdwn(p.sources[0].title)
         if text.startswith(title + "\n"):
             text = f"*{title}*" + text[len(title) :]
     blocks.extend(_sections(text))
-    if answer.no_match and answer.suggestions:
-        lines = [f"*{escape(labels['suggest'])}*"]
-        lines += [f"• {entry_ref(h.entry, docs_base_url)}" for h in answer.suggestions]
+    if p.suggestions:
+        lines = [f"*{escape(p.labels['suggest'])}*"] + [f"• {entry_ref(r)}" for r in p.suggestions]
         blocks.extend(_sections("\n".join(lines)))
-    if answer.commands:
-        blocks.append(_section(f"*{escape(labels['commands'])}*"))
-        for command in answer.commands:
-            if is_destructive(command):
-                blocks.append(_context(":warning: *" + escape(CAUTION[lang]) + "*"))
+    if p.commands:
+        blocks.append(_section(f"*{escape(p.labels['commands'])}*"))
+        for c in p.commands:
+            if c.caution:
+                blocks.append(_context(":warning: *" + escape(c.caution) + "*"))
             # Each command is its own block so it can be copied alone; a huge one is cut in pieces.
-            for piece in _escaped_pieces(command, MAX_SECTION_CHARS - 8):
+            for piece in _escaped_pieces(c.text, MAX_SECTION_CHARS - 8):
                 blocks.append(_section(f"```{piece}```"))
-    if answer.citations:
-        lines = [f"*{escape(labels['sources'])}*"]
-        lines += [f"[{c.n}] {entry_ref(c.entry, docs_base_url)}" for c in answer.citations]
-        other = _other_language(answer, lookup)
-        if other is not None:
-            lines.append(f"{escape(labels['other_lang'])}: {entry_ref(other, docs_base_url)}")
+    if p.sources:
+        lines = [f"*{escape(p.labels['sources'])}*"] + [f"[{r.n}] {entry_ref(r)}" for r in p.sources]
+        if p.other_language is not None:
+            lines.append(f"{escape(p.labels['other_lang'])}: {entry_ref(p.other_language)}")
         blocks.extend(_sections("\n".join(lines)))
     return blocks
 
@@ -211,7 +182,7 @@ __all__ = [
     "MAX_SECTION_CHARS",
     "answer_blocks",
     "answer_messages",
-    "citation_url",
+    "entry_ref",
     "escape",
     "pack",
     "split_text",

@@ -1,6 +1,6 @@
 """What the web door shows: the chat's answer markdown, the entry panel's HTML and the page's
 own HTML/CSS/JS. Pure functions and strings (no gradio, no FastAPI), so they are tested without
-a server and kb/web.py keeps only the serving.
+a server and kb/doors/web/chat.py keeps only the serving.
 
 FAQ text and model answers are untrusted: entry HTML is rendered with raw HTML off, chat markdown
 is rewritten by `escape_md_html` so that no HTML of theirs reaches the page (the chat's sanitizer
@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import bisect
 import html
-import json
 import re
 from typing import TYPE_CHECKING
 
-from .answer import CAUTION, LABELS, Answer, entry_in, is_destructive
+from ingest.code import is_destructive
+
+from ...answer import LABELS, Answer
+from ...present import Lookup, Ref, entry_url, location, present
+from .assets import PANEL_CSS
 
 if TYPE_CHECKING:
-    from .service import KnowledgeBase
+    from ...service import KnowledgeBase
 
 LOG_PREVIEW_LINES = 8  # a pasted log is shown in the chat by its last lines (all of it is searched)
-BIG_PASTE_CHARS = 20_000  # pastes above this skip the browser's slow editing path (see PAGE_HEAD)
 
 
 # --------------------------------------------------------------------------------------------
@@ -61,17 +63,13 @@ def _markdown(text: str) -> str:
     return md.renderer.render(tokens, md.options, {})
 
 
-def _source_label(e) -> str:
-    return f"{e.doc}:{e.start_line}-{e.end_line}"
-
-
 def entry_html(kb: KnowledgeBase, e) -> str:
     """One entry: title, source path and lines, full body, and its other-language version."""
     esc = html.escape
-    base = kb.settings.docs_base_url
-    src = f"<code>{esc(_source_label(e))}</code>"
-    if base:
-        src = f'<a href="{esc(base.rstrip("/") + "/" + e.doc)}" target="_blank" rel="noopener">{src}</a>'
+    url = entry_url(kb.settings.docs_base_url, e)
+    src = f"<code>{esc(location(e))}</code>"
+    if url:
+        src = f'<a href="{esc(url)}" target="_blank" rel="noopener">{src}</a>'
     parts = [
         f'<article class="kb-entry" data-entry-id="{esc(e.id)}" lang="{esc(e.lang)}">',
         f'<div class="kb-entry-meta"><span class="kb-lang">{esc(e.lang.upper())}</span> {src}</div>',
@@ -82,7 +80,7 @@ def entry_html(kb: KnowledgeBase, e) -> str:
     if other is not None:
         label = LABELS.get(e.lang, LABELS["en"])["other_lang"]
         parts += [
-            f'<details class="kb-translation" open><summary>{esc(label)} · <code>{esc(_source_label(other))}</code></summary>',
+            f'<details class="kb-translation" open><summary>{esc(label)} · <code>{esc(location(other))}</code></summary>',
             f'<h4 lang="{esc(other.lang)}">{esc(other.title)}</h4>',
             f'<div class="kb-entry-body" lang="{esc(other.lang)}">{_markdown(other.body)}</div></details>',
         ]
@@ -226,55 +224,47 @@ def link_citations(text: str, answer: Answer) -> str:
     return re.sub(r"(?<![\[\\])\[(\d{1,2})\](?![\(\[])", sub, text)
 
 
-def _in_fence(command: str, text: str) -> bool:
-    return any(command.strip() in m.group(0) for m in _FENCE.finditer(text))
-
-
-def _label_destructive_fences(md: str, lang: str) -> str:
-    """A code block inside the answer text that holds a destructive command gets the caution too."""
+def _label_destructive_fences(md: str, caution: str) -> str:
+    """A code block inside the answer text that holds a destructive command gets the caution too.
+    The fences here are the ones escape_md_html wrote (its own, at column 0)."""
 
     def sub(m: re.Match) -> str:
         lines = m.group(0).split("\n")[1:-1]
-        return f"> ⚠ **{CAUTION[lang]}**\n\n{m.group(0)}" if any(map(is_destructive, lines)) else m.group(0)
+        return f"> ⚠ **{caution}**\n\n{m.group(0)}" if any(map(is_destructive, lines)) else m.group(0)
 
     return _FENCE.sub(sub, md)
 
 
-def render_answer(answer: Answer) -> str:
-    lang = answer.lang if answer.lang in LABELS else "en"
-    labels, ui = LABELS[lang], UI[lang]
+def _ref_line(r: Ref, label: str) -> str:
+    return f"- {entry_link(r.entry, label)} · `{r.location}`"
+
+
+def render_answer(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> str:
+    """The chat's markdown for an answer, as kb/present.py decides what it shows."""
+    p = present(answer, docs_base_url, lookup)
+    labels, ui = p.labels, UI[p.lang]
     out: list[str] = []
-    if answer.notice:
-        out.append(f"> ℹ {escape_md_html(answer.notice)}")
-    if answer.no_match:
-        out.append(f"**{ui['no_match_title']}** · {escape_md_html(answer.text)}")
-        if answer.suggestions:
+    if p.notice:
+        out.append(f"> ℹ {escape_md_html(p.notice)}")
+    if p.no_match:
+        out.append(f"**{ui['no_match_title']}** · {escape_md_html(p.text)}")
+        if p.suggestions:
             out.append(labels["suggest"])
-            out.append(
-                "\n".join(
-                    f"- {entry_link(entry_in(h, lang))} · `{_source_label(entry_in(h, lang))}`"
-                    for h in answer.suggestions
-                )
-            )
+            out.append("\n".join(_ref_line(r, r.title) for r in p.suggestions))
         return "\n\n".join(out)
-    out.append(_label_destructive_fences(link_citations(escape_md_html(answer.text), answer), lang))
-    commands = answer.commands
-    if answer.mode == "llm":  # the model's answer shows its (verified) commands in code blocks
-        commands = tuple(c for c in commands if not _in_fence(c, answer.text))
-    if commands:
+    out.append(_label_destructive_fences(link_citations(escape_md_html(p.text), answer), p.caution))
+    if p.commands:
         out.append(f"**{labels['commands']}**")
-        for cmd in commands:
-            if is_destructive(cmd):
-                out.append(f"> ⚠ **{CAUTION[lang]}**")
-            out.append(code_block(cmd))
-    if answer.citations:
+        for c in p.commands:
+            if c.caution:
+                out.append(f"> ⚠ **{c.caution}**")
+            out.append(code_block(c.text))
+    if p.sources:
         out.append(f"**{labels['sources']}**")
-        out.append(
-            "\n".join(
-                f"- {entry_link(c.entry, f'[{c.n}] {c.entry.title}')} · `{_source_label(c.entry)}`"
-                for c in answer.citations
-            )
-        )
+        lines = [_ref_line(r, f"[{r.n}] {r.title}") for r in p.sources]
+        if p.other_language is not None:
+            lines.append(_ref_line(p.other_language, f"{labels['other_lang']}: {p.other_language.title}"))
+        out.append("\n".join(lines))
     return "\n\n".join(out)
 
 
@@ -285,146 +275,3 @@ def render_user(message: str, lang: str) -> str:
         return code_block(message.rstrip("\n"), "text") if len(lines) > 1 else escape_md_html(message)
     note = UI[lang]["log_shown"].format(n=len(lines), k=LOG_PREVIEW_LINES)
     return f"*{note}*\n\n" + code_block("\n".join(lines[-LOG_PREVIEW_LINES:]), "text")
-
-
-# --------------------------------------------------------------------------------------------
-# The page
-# --------------------------------------------------------------------------------------------
-EXAMPLES = [
-    ("NCCL error(2)", "ExternalError: Nccl error(2), unhandled system error"),
-    ("HCCL 1343225860", "Init plugin so failed, ret = 1343225860"),
-    ("多机训练 NCCL 超时", "多机多卡训练时 NCCL 通信超时，报错 NCCL timeout，怎么排查？"),
-    ("accelerate hang", "accelerate launch with 2 GPUs hangs at the first step, no error message"),
-    ("Paddle 分布式启动失败", "paddle.distributed.launch 启动多卡训练失败，怎么设置环境变量？"),
-]
-
-LANG_CHOICES = [("Auto · 跟随提问", "auto"), ("中文", "zh"), ("English", "en")]
-
-I18N = {
-    "en": {
-        "title": "Distributed-training error helper",
-        "paste": "Paste the error or the whole log (Enter sends, Shift+Enter adds a line)",
-        "placeholder": "e.g. ExternalError: Nccl error(2), unhandled system error — or paste 5,000 lines of log",
-        "send": "Send",
-        "clear": "Clear",
-        "lang": "Answer language · 回答语言",
-        "examples": "Example errors (click to ask)",
-        "chat": "Answers",
-    },
-    "zh": {
-        "title": "分布式训练报错助手",
-        "paste": "粘贴报错或整段日志（Enter 发送，Shift+Enter 换行）",
-        "placeholder": "例如 ExternalError: Nccl error(2), unhandled system error —— 也可以粘贴 5000 行日志",
-        "send": "发送",
-        "clear": "清空",
-        "lang": "回答语言 · Answer language",
-        "examples": "示例报错（点击即可提问）",
-        "chat": "回答",
-    },
-}
-
-PANEL_PLACEHOLDER = (
-    '<div id="kb-entry" class="kb-panel-empty">'
-    "<p>Click a citation such as [1] in an answer to read the cited FAQ entry here.</p>"
-    "<p>点击回答中的引用（如 [1]），在这里查看原文条目。</p></div>"
-)
-PANEL_HTML = '<div class="kb-panel-head">Source entry · 原文条目</div>' + PANEL_PLACEHOLDER
-
-PANEL_CSS = """
-.kb-entry-meta{font-size:.85em;opacity:.8;margin-bottom:.25rem}
-.kb-lang{display:inline-block;padding:0 .4em;border-radius:.3em;background:#e0e7ff;color:#3730a3;font-weight:600}
-.kb-entry-title{margin:.2rem 0 .6rem 0}
-.kb-entry-body pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.6em;border-radius:.4em;font-size:.85em}
-.kb-entry-body code{word-break:break-word}
-.kb-translation{margin-top:1rem;border-top:1px solid #ddd;padding-top:.6rem}
-.kb-translation summary{cursor:pointer;font-weight:600}
-"""
-
-PAGE_CSS = (
-    PANEL_CSS
-    + """
-#kb-side{position:sticky;top:.5rem;align-self:flex-start}
-#kb-panel{max-height:88vh;overflow:auto;padding:.8rem 1rem;border:1px solid var(--border-color-primary);
-  border-radius:var(--radius-lg);background:var(--background-fill-primary)}
-.kb-panel-empty{opacity:.75}
-.kb-panel-head{font-size:.8em;font-weight:600;text-transform:uppercase;letter-spacing:.04em;opacity:.6;
-  margin-bottom:.5rem}
-#kb-chat .user-row pre, #kb-chat .user-row pre code{white-space:pre-wrap;word-break:break-all}
-#kb-query textarea{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
-#kb-stats{font-size:.8em;opacity:.7}
-.kb-flash{animation:kbflash 1s ease-out}
-@keyframes kbflash{from{background:#fef9c3}to{background:transparent}}
-"""
-)
-
-# Document-level script (the `head` hook): citation links open the side panel; Enter sends and
-# Shift+Enter adds a line (Gradio's multi-line box does the reverse, so we take the key first).
-PAGE_HEAD = """
-<script>
-(() => {
-  const ENTRY = /\\/entry\\/([A-Za-z0-9_-]+)\\/?$/;
-  function entryUrl(a) {
-    try {
-      const u = new URL(a.getAttribute('href'), document.baseURI);
-      return u.origin === location.origin && ENTRY.test(u.pathname) ? u : null;
-    } catch (e) { return null; }
-  }
-  async function openEntry(u) {
-    const panel = document.getElementById('kb-entry');
-    if (!panel) { window.open(u.href, '_blank'); return; }
-    panel.classList.remove('kb-panel-empty');
-    panel.setAttribute('aria-busy', 'true');
-    try {
-      const r = await fetch(u.pathname + '?fragment=1', {headers: {Accept: 'text/html'}});
-      panel.innerHTML = await r.text();  // rendered on the server with FAQ HTML escaped
-    } catch (e) {
-      panel.textContent = 'Could not load the entry / 无法加载条目: ' + e;
-    }
-    panel.removeAttribute('aria-busy');
-    const box = document.getElementById('kb-panel');
-    if (box) { box.scrollTop = 0; box.classList.remove('kb-flash'); void box.offsetWidth; box.classList.add('kb-flash'); }
-  }
-  document.addEventListener('click', (ev) => {
-    const t = ev.target;
-    if (!(t instanceof Element)) return;
-    const a = t.closest('a[href]');
-    const u = a && entryUrl(a);
-    if (u && !ev.ctrlKey && !ev.metaKey && !ev.shiftKey && ev.button === 0) {
-      ev.preventDefault(); ev.stopPropagation();
-      openEntry(u);
-      return;
-    }
-    if (t.closest('#kb-clear')) {
-      const panel = document.getElementById('kb-entry');
-      if (panel) { panel.outerHTML = %PLACEHOLDER%; }
-    }
-  }, true);
-  // Gradio's box submits on Shift+Enter in its keypress handler: keep both key events from it.
-  const onEnter = (ev) => {
-    if (ev.key !== 'Enter' || ev.isComposing || ev.keyCode === 229) return;  // IME confirmation
-    const t = ev.target;
-    if (!(t instanceof Element) || !t.closest('#kb-query')) return;
-    ev.stopPropagation();
-    if (ev.shiftKey || ev.type !== 'keydown') return;  // Shift+Enter: the browser adds the newline
-    ev.preventDefault();
-    const send = document.querySelector('#kb-send');
-    if (send) send.click();
-  };
-  document.addEventListener('keydown', onEnter, true);
-  document.addEventListener('keypress', onEnter, true);
-  // A big paste goes straight into the box: the browser's editing path takes seconds for a
-  // few thousand lines (superlinear), setting the value takes milliseconds.
-  document.addEventListener('paste', (ev) => {
-    const t = ev.target;
-    if (!(t instanceof HTMLTextAreaElement) || !t.closest('#kb-query')) return;
-    const text = ev.clipboardData ? ev.clipboardData.getData('text/plain') : '';
-    if (text.length < %BIG_PASTE%) return;
-    ev.preventDefault();
-    const start = t.selectionStart, end = t.selectionEnd;
-    t.value = t.value.slice(0, start) + text + t.value.slice(end);
-    t.selectionStart = t.selectionEnd = start + text.length;
-    t.dispatchEvent(new Event('input', {bubbles: true}));  // Gradio reads the value on input
-  }, true);
-})();
-</script>
-""".replace("%PLACEHOLDER%", json.dumps(PANEL_PLACEHOLDER)).replace("%BIG_PASTE%", str(BIG_PASTE_CHARS))

@@ -9,14 +9,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import Settings, load_settings
+from kb.config import Settings, load_settings
+
 from . import crossval
 from .gold import GoldRow, GoldSet, entry_matches, load_gold
 from .indexes import Indexes, Target
 from .metrics import Judged, Outcome, grouped, judge, metrics, misses
 from .systems import SYSTEM_LABELS, SYSTEMS, make_system
 
-GOLD_DIR = Path(__file__).resolve().parents[2] / "eval" / "gold"
+GOLD_DIR = Path(__file__).resolve().parents[1] / "eval" / "gold"
 # The committed gold sets under eval/gold/, in the order the reports list them.
 GOLD_FILES = (
     "seeds.jsonl",
@@ -134,7 +135,7 @@ class _Training:
             for name in GOLD_FILES:
                 path = GOLD_DIR / name
                 if path.exists():
-                    gold = load_gold(path)
+                    gold = load_gold(path, self.indexes.settings.shared)
                     target = self.indexes.for_set(gold)
                     searcher = Searcher(target.loaded, self.embedder)
                     self._examples += crossval.collect(gold, {None: searcher}, self.progress)
@@ -187,12 +188,12 @@ class _SearcherSystem:
         return self.searcher.search(query, k=k)
 
 
-def _run_baseline(res: SetResult, name: str, gold: GoldSet, targets, embedder, k, progress) -> None:
+def _run_baseline(res: SetResult, name: str, gold: GoldSet, targets, embedder, k, progress, settings) -> None:
     import time
 
     by_row: dict[str, list[Outcome]] = {}
     for kb, target in targets.items():
-        system = make_system(name, target, embedder, progress=progress)
+        system = make_system(name, target, embedder, progress=progress, settings=settings)
         warm_up(system)
         rows = [r for r in gold.rows if kb in _kbs_of(r, targets)]
         for n, row in enumerate(rows, 1):
@@ -218,15 +219,15 @@ def evaluate(
 ) -> list[SetResult]:
     """Run every system on every gold set; the indexes are built once and shared. On real-post
     sets (one knowledge base per row) ours is also cross-validated."""
-    from index.embed import get_embedder
+    from kb.indexing import embedder_for
 
     settings = settings or load_settings()
     indexes = indexes or Indexes(settings, index, progress)
-    embedder = get_embedder(settings.embedder)
+    embedder = embedder_for(settings)
     training = _Training(indexes, embedder, progress)
     results = []
     for path in gold_paths:
-        gold = load_gold(path)
+        gold = load_gold(path, settings.shared)
         if gold.per_row_kb and not index:
             targets: dict[str | None, Target] = dict(indexes.for_kbs(gold))
         else:
@@ -237,7 +238,7 @@ def evaluate(
             if name == "ours":
                 _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress)
             else:
-                _run_baseline(res, name, gold, targets, embedder, k, progress)
+                _run_baseline(res, name, gold, targets, embedder, k, progress, settings)
         results.append(res)
     return results
 
@@ -310,20 +311,23 @@ def text_report(results: list[SetResult], k: int) -> str:
     return "\n".join(out)
 
 
-def eval_command(args) -> int:
-    from ..progress import ProgressBar
+def eval_command(args, settings: Settings) -> int:
+    """`kb eval`: --k (args.cutoff) is the cut-off for MRR and nDCG, 10 unless given."""
+    from kb.progress import ProgressBar
 
+    k = args.cutoff or 10
     systems = SYSTEMS if args.compare else ("ours",)
     results = evaluate(
         args.gold,
         index=args.index,
-        k=args.k,
+        k=k,
+        settings=settings,
         systems=systems,
         progress=ProgressBar(quiet=args.json),
         cross_validate=not getattr(args, "no_cv", False),
     )
     if args.json:
-        print(json.dumps({"k": args.k, "sets": [r.report(args.k) for r in results]}, ensure_ascii=False))
+        print(json.dumps({"k": k, "sets": [r.report(k) for r in results]}, ensure_ascii=False))
     else:
-        sys.stdout.write(text_report(results, args.k))
+        sys.stdout.write(text_report(results, k))
     return 0

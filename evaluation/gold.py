@@ -29,14 +29,12 @@ item, which check that the *shown* entry is the query's own-language one.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ingest.entry import Entry
-
-from ..service import KbError
+from kb.errors import KbError
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,11 @@ class GoldSet:
         return bool(self.kbs)
 
 
-def shared_dir(start: Path) -> Path | None:
-    """$KB_SHARED, else the `shared` folder beside the checkout (found walking up from start)."""
-    env = os.environ.get("KB_SHARED")
-    if env:
-        return Path(env)
+def shared_dir(start: Path, setting: str = "") -> Path | None:
+    """The `shared` setting (KB_SHARED), else the `shared` folder beside the checkout (found
+    walking up from start)."""
+    if setting:
+        return Path(setting)
     for parent in [start, *start.parents]:
         if (parent / "shared").is_dir() and parent != start:
             return parent / "shared"
@@ -105,7 +103,8 @@ def _expected(item, where: str) -> Expected:
     return Expected(item["doc"], int(line) if line is not None else None, title or None)
 
 
-def load_gold(path: str | Path) -> GoldSet:
+def load_gold(path: str | Path, shared: str = "") -> GoldSet:
+    """shared: the `shared` setting, where \"shared:X\" knowledge bases live."""
     path = Path(path)
     try:
         lines = path.read_text("utf-8").splitlines()
@@ -123,7 +122,7 @@ def load_gold(path: str | Path) -> GoldSet:
         except ValueError as e:
             raise KbError(f"{where}: not JSON ({e})") from e
         if "meta" in obj:
-            _apply_meta(gold, obj["meta"], path)
+            _apply_meta(gold, obj["meta"], path, shared)
             continue
         query = obj.get("query", obj.get("text"))
         missing = [
@@ -154,13 +153,13 @@ def load_gold(path: str | Path) -> GoldSet:
     if not gold.rows:
         raise KbError(f"gold set {path} has no queries")
     if kb_names:
-        gold.kbs = {name: _resolve_kb(f"shared:{name}", path) for name in sorted(kb_names)}
+        gold.kbs = {name: _resolve_kb(f"shared:{name}", path, shared) for name in sorted(kb_names)}
     return gold
 
 
-def _apply_meta(gold: GoldSet, meta: dict, path: Path) -> None:
+def _apply_meta(gold: GoldSet, meta: dict, path: Path, shared: str) -> None:
     if meta.get("kb"):
-        gold.kb = _resolve_kb(meta["kb"], path)
+        gold.kb = _resolve_kb(meta["kb"], path, shared)
     if meta.get("langs"):
         gold.langs = tuple(meta["langs"])
     if meta.get("name"):
@@ -173,9 +172,9 @@ def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
-def _resolve_kb(value: str, gold_path: Path) -> Path:
+def _resolve_kb(value: str, gold_path: Path, setting: str = "") -> Path:
     if value.startswith("shared:"):
-        shared = shared_dir(gold_path.resolve().parent)
+        shared = shared_dir(gold_path.resolve().parent, setting)
         if shared is None:
             raise KbError(f"{gold_path}: needs the shared folder ({value}); set KB_SHARED or pass --index")
         return shared / value.removeprefix("shared:")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from ingest.entry import Entry
 
 from .gold import GoldRow, entry_matches
+from .stats import percentile
 
 HIT5 = 5  # Hit@5 is reported whatever --k is
 
@@ -96,8 +97,7 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def p95(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)]
+    return percentile(xs, 0.95)
 
 
 def metrics(judged: Sequence[Judged], k: int) -> dict:

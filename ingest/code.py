@@ -1,0 +1,223 @@
+"""Code in markdown and in pasted text: fenced blocks, inline code, shell prompts, commands and
+the commands that destroy things. One home for these small rules, used by ingest (an entry's
+commands and signatures), the post reader, the answers, the LLM-answer check and the renderers.
+
+Fences follow CommonMark: a fence opens with three or more backticks or tildes (an info string
+may follow) and closes with a line of the same character only, at least as long as the opener;
+an unclosed fence runs to the end of the text.
+
+Two questions about a line are kept apart on purpose:
+- `is_command_line`: does an FAQ tell the reader to run this? Strict: it decides what an entry
+  lists as its commands (a log line that starts with `env {...}` is not advice to run);
+- `looks_like_command`: would a reader paste this into a shell? Broad: it decides what a
+  language model's answer must prove it copied from a source (anything with shell operators).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+
+# First words of lines that are commands a user runs (after any shell prompt is removed).
+COMMAND_WORDS = frozenset(
+    """export unset mpirun mpiexec python python3 pip pip3 conda ipcrm ipcs nvidia-smi ssh ssh-keygen
+    ssh-copy-id scp ping curl wget hostname hostnamectl ifconfig ip nvcc cat sudo docker accelerate
+    torchrun msrun ls which systemctl service nslookup dig kill pkill killall ulimit sysctl ldconfig
+    reboot shutdown ibstat ibv_devinfo ibv_devices echo source sh bash apt apt-get yum git rm dd mkfs
+    chmod chown mkdir cp mv ln vim vi nano tail head grep env npu-smi hccn_tool df free mount
+    set setx ldd nproc lspci ethtool numactl taskset bash.exe make cmake deepspeed horovodrun
+    paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod""".split()
+)
+# Single words that are complete commands on their own (`kill` alone is a word in a sentence).
+STANDALONE = frozenset(
+    "nvidia-smi npu-smi ifconfig ipcs hostname reboot nvcc ibstat nproc ibv_devinfo ibv_devices".split()
+)
+# A shell prompt before a command: `$ `, `user@host:~$ `, `(env) $ `, `# sudo ...` (root's prompt).
+PROMPT = re.compile(
+    r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$|#(?=\s*(?:sudo|export)\b))\s+"
+)
+_ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S")  # NCCL_DEBUG=INFO: an environment setting
+_SETTING = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*")  # the same, or one being cleared (`NAME=`)
+_SHELL_OPS = re.compile(r"\s(&&|\|\||\|)\s|\$\(|;\s*\w")
+
+# Commands that destroy data, kill processes or stop machines: shown with a caution label
+# wherever they are shown, and dangerous enough that a model may never write one it invented.
+_DESTRUCTIVE = re.compile(
+    r"(^|[;&|]\s*|\bsudo\s+)(rm\s+-\w*[rf]|dd\b.*\bof=/dev/|mkfs(\.\w+)?\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
+    r"kill\s+-(9|KILL)\b|pkill\b|killall\b|ipcrm\b|wipefs\b|fdisk\b|parted\b|>\s*/dev/sd|chmod\s+-R\s+777\s+/|"
+    r"iptables\s+-F|systemctl\s+(stop|disable)\b)"
+    # Piping a download into a shell runs whatever the server sends.
+    r"|\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da)?sh\b",
+    re.I,
+)
+# The same kind of command found anywhere in a sentence, not only at a command's start.
+DANGER_IN_TEXT = re.compile(
+    r"(\b(curl|wget)\b[^|\n]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b|\brm\s+-[a-zA-Z]*[rf]|\bdd\s+[^\n]*\bof=/dev/|"
+    r"\bmkfs(\.\w+)?\s|\bkill\s+-(9|KILL)\b|\bchmod\s+-R\s+777\b|:\(\)\s*\{\s*:\|:&\s*\};:|"
+    r"\bipcrm\s+-|>\s*/dev/sd[a-z])"
+)
+
+
+def is_destructive(command: str) -> bool:
+    """Gets a caution label: deletes data, kills processes, stops a machine, pipes a download
+    into a shell."""
+    return bool(_DESTRUCTIVE.search(command.strip()) or DANGER_IN_TEXT.search(command))
+
+
+# ---- fences -----------------------------------------------------------------------------------
+
+
+def closes(line: str, fence: str) -> bool:
+    """Does `line` close a fence opened with `fence` (CommonMark: the same character only, at
+    least as many)?"""
+    s = line.strip()
+    return s.startswith(fence) and s.strip(fence[0]) == ""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of lines that are all prose, or one fenced block (its opening and closing lines
+    included, as written)."""
+
+    code: bool
+    info: str  # the fence's info string, lower case ("" for prose)
+    lines: tuple[str, ...]
+
+
+def segments(text: str) -> Iterator[Segment]:
+    """The text as prose runs and fenced blocks, in order; nothing is dropped."""
+    prose: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = FENCE_OPEN.match(lines[i])
+        if not m:
+            prose.append(lines[i])
+            i += 1
+            continue
+        if prose:
+            yield Segment(False, "", tuple(prose))
+            prose = []
+        j = i + 1
+        while j < len(lines) and not closes(lines[j], m.group(2)):
+            j += 1
+        yield Segment(True, m.group(3).lower(), tuple(lines[i : j + 1]))
+        i = j + 1
+    if prose:
+        yield Segment(False, "", tuple(prose))
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    info: str
+    lines: tuple[str, ...]
+
+
+def code_blocks(markdown: str) -> list[CodeBlock]:
+    """Fenced blocks with their info string; indentation (list items) removed."""
+    blocks: list[CodeBlock] = []
+    for seg in segments(markdown):
+        if not seg.code:
+            continue
+        opening = FENCE_OPEN.match(seg.lines[0])
+        assert opening is not None
+        indent, fence = len(opening.group(1)), opening.group(2)
+        body = seg.lines[1:]
+        if body and closes(body[-1], fence):
+            body = body[:-1]
+        lines = tuple(line[indent:] if line[:indent].strip() == "" else line.lstrip() for line in body)
+        blocks.append(CodeBlock(info=seg.info, lines=lines))
+    return blocks
+
+
+def prose(markdown: str) -> str:
+    """The markdown with fenced code removed: what the text says rather than shows."""
+    return "\n".join(line for seg in segments(markdown) if not seg.code for line in seg.lines)
+
+
+_FENCE_RUN = re.compile(r"^(`{3,}|~{3,})(.*)$")
+
+
+def fence_run(line: str) -> tuple[str, str] | None:
+    """(marker, rest) when `line` (already stripped of its indentation) starts a fence run."""
+    m = _FENCE_RUN.match(line)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def unclosed_fence(text: str) -> int | None:
+    """The 1-based line of a code fence that is never closed, else None. Markdown reads the rest
+    of the file as code, so the questions below such a fence silently vanish. Fences inside
+    lists and block quotes count too; ```x``` on one line is inline code, not a fence."""
+    open_at, marker = None, ""
+    for n, line in enumerate(text.split("\n"), 1):
+        run = fence_run(line.lstrip(" \t>"))
+        if run is None:
+            continue
+        fence, rest = run
+        if open_at is None:
+            if fence[0] == "`" and "`" in rest:
+                continue
+            open_at, marker = n, fence
+        elif closes(fence + rest, marker):
+            open_at = None
+    return open_at
+
+
+def close_open_fence(lines: list[str]) -> list[str]:
+    """The lines with a fence left open closed at the end (markdown-it ends an unclosed fence
+    with its container; an entry's body is cut from its document)."""
+    open_fence: str | None = None
+    for line in lines:
+        run = fence_run(line.lstrip())
+        if run is None:
+            continue
+        marker, rest = run
+        if open_fence is None:
+            open_fence = marker
+        elif closes(marker + rest, open_fence):
+            open_fence = None
+    return lines + [open_fence] if open_fence else lines
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+def strip_prompt(line: str) -> str:
+    return PROMPT.sub("", line, count=1).strip()
+
+
+def is_command_line(line: str) -> bool:
+    """A line an FAQ tells the reader to run: it starts with a known command word (after a
+    prompt and `NAME=value` settings), with arguments unless the word is a command on its own."""
+    s = strip_prompt(line)
+    if not s or s.startswith(("#", "//")):
+        return False
+    first = s.split()[0]
+    if _ASSIGN.match(first):  # `NCCL_DEBUG=INFO python train.py`, but not a bare `KEY=value` file line
+        return len(s.split()) > 1 and s.split()[1] in COMMAND_WORDS
+    return first in COMMAND_WORDS and (len(s.split()) > 1 or first in STANDALONE)
+
+
+def looks_like_command(text: str) -> bool:
+    """Something a reader would paste into a shell (or a setting they would export)."""
+    s = strip_prompt(text)
+    if not s or s.startswith(("#", "//")):
+        return False
+    if is_destructive(s):
+        return True
+    words = s.split()
+    i = 0
+    while i < len(words) and (words[i] == "sudo" or _SETTING.match(words[i])):
+        i += 1
+    if i == len(words):
+        return i > 0 and words[0] != "sudo"  # a bare NAME=value setting
+    first, rest = words[i], len(words) - i - 1
+    if first in COMMAND_WORDS:
+        return rest > 0 or i > 0 or first in STANDALONE
+    if first.startswith(("./", "/", "~/")):
+        return rest > 0 or first.endswith((".sh", ".py"))
+    return bool(_SHELL_OPS.search(s))

@@ -1,0 +1,172 @@
+"""The HTTP host: composes the doors on one ASGI app and runs `kb serve` and `kb slack`.
+
+    kb serve            the JSON API and the chat (kb/doors/web/)
+    kb serve --slack    the same, plus Slack's events route (kb/doors/slack/events.py)
+    kb slack            Slack alone: Socket Mode with SLACK_APP_TOKEN, else HTTP mode on this host
+
+Every app gets the same middleware, outermost first: the Host/Origin guard (guard.py), the
+request body limits (body.py: the query limit plus room for the JSON envelope, Slack events
+1 MB) and CORS that allows no origin. This module is the only one that imports two doors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ...config import Settings
+from ...errors import KbError
+from .body import BodyLimit
+from .guard import RequestGuard, no_cross_origin
+from .live import RELOAD_CHECK_S, LiveKb
+
+BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
+
+
+def _guarded(app, settings: Settings, slack: bool):
+    from ..slack.events import EVENTS_PATH, MAX_EVENT_BODY
+
+    no_cross_origin(app)
+    per_path = {EVENTS_PATH: MAX_EVENT_BODY} if slack else {}
+    app.add_middleware(BodyLimit, limit=settings.max_query_bytes + BODY_HEADROOM, per_path=per_path)
+    app.add_middleware(RequestGuard, hosts=_hosts(settings))  # added last: runs first
+    return app
+
+
+def _hosts(settings: Settings) -> set[str]:
+    from .guard import allowed_hosts
+
+    return allowed_hosts(settings.allowed_hosts)
+
+
+def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S):
+    """The web door (API routes, then the chat at `/`, mounted last: a mount at `/` answers
+    every path), optionally with Slack's events route."""
+    from fastapi import FastAPI
+
+    from ..web.api import add_api
+    from ..web.chat import mount_chat
+
+    live = LiveKb(kb, reload_every_s)
+    app = FastAPI(title="kb", docs_url=None, redoc_url=None, openapi_url=None)
+    add_api(app, live)
+    if slack:
+        _mount_slack(app, live)
+    mount_chat(app, live)
+    return _guarded(app, kb.settings, slack)
+
+
+def _mount_slack(app, live: LiveKb) -> None:
+    try:
+        from ..slack.events import mount
+    except ModuleNotFoundError as e:
+        raise KbError(f"--slack needs the package {e.name!r}: pip install 'bilingual-kb[slack]'") from e
+    mount(app, live)
+
+
+def slack_app(bot):
+    """Slack's HTTP mode alone: the events route and a health check."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from ..slack.events import EVENTS_PATH, events_endpoint
+
+    app = Starlette(
+        routes=[
+            Route(EVENTS_PATH, events_endpoint(bot), methods=["POST"]),
+            Route("/healthz", lambda _request: PlainTextResponse("ok"), methods=["GET", "HEAD"]),
+        ]
+    )
+    return _guarded(app, bot.live.kb.settings, slack=True)
+
+
+def bind_address(args, default_port: int) -> tuple[str, int]:
+    """--host and --port when given; otherwise loopback: nothing is exposed unless asked for."""
+    return args.host or "127.0.0.1", default_port if args.port is None else args.port
+
+
+def announce(host: str, port: int) -> None:
+    """Where `kb serve` listens; loudly when that is more than this machine."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"kb serve: listening on {host}: the chat and API are reachable from the network, without authentication",
+            file=sys.stderr,
+        )
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    print(
+        f"kb serve: http://{shown}:{port}/  (API: POST /api/ask, POST /api/search, GET /api/health)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def serve_command(args, settings: Settings) -> int:
+    """`kb serve`: open the knowledge base once, build the app, serve until interrupted."""
+    from ...progress import ProgressBar
+    from ...service import KnowledgeBase
+    from .logs import configure_logging
+    from .server import check_port, launch
+
+    host, port = bind_address(args, 7860)
+    check_port(host, port)  # fail before the slow part when the port is taken
+    kb = KnowledgeBase.open(settings=settings, progress=ProgressBar())
+    configure_logging(settings.llm.api_key_env)
+    app = create_app(kb, slack=args.slack)
+    launch(app, host, port, bound=lambda taken: announce(host, taken))
+    return 0
+
+
+def slack_command(args, settings: Settings) -> int:
+    """`kb slack`: the bot in Socket Mode, or in HTTP mode on this host."""
+    from ...progress import ProgressBar
+    from ...service import KnowledgeBase
+    from ..slack.bot import SlackBot, read_tokens
+    from .logs import configure_logging
+
+    mode = args.mode or ("socket" if os.environ.get("SLACK_APP_TOKEN") else "http")
+    tokens = read_tokens(mode)  # before loading anything: a missing token fails in milliseconds
+    # The bot's own log at INFO (redeliveries dropped, files unreadable...); libraries at WARNING;
+    # the tokens (and any other secret in the environment) masked in every line.
+    configure_logging()
+    kb = KnowledgeBase.open(settings=settings, progress=ProgressBar())
+    bot = SlackBot(LiveKb(kb), bot_token=tokens.bot, signing_secret=tokens.signing_secret)
+    try:
+        if mode == "socket":
+            _socket_mode(bot, tokens.app)
+        else:
+            _http_mode(bot, *bind_address(args, 3000))
+    finally:
+        bot.close()
+    return 0
+
+
+def _socket_mode(bot, app_token: str) -> None:
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk.errors import SlackApiError
+
+    try:
+        handler = SocketModeHandler(bot.app, app_token)
+        handler.connect()
+    except SlackApiError as e:
+        raise KbError(f"Slack did not accept SLACK_APP_TOKEN: {e.response.get('error')}") from e
+    print("kb slack: connected in Socket Mode; Ctrl+C stops", file=sys.stderr)
+    threading.Event().wait()
+
+
+def _http_mode(bot, host: str, port: int) -> None:
+    from ..slack.events import EVENTS_PATH
+    from .server import check_port, launch
+
+    check_port(host, port)
+
+    def bound(taken: int) -> None:
+        print(
+            f"kb slack: listening on http://{host}:{taken}{EVENTS_PATH} "
+            "(set it as the Request URL of Event Subscriptions and of /kb); Ctrl+C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    launch(slack_app(bot), host, port, bound)

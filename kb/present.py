@@ -1,0 +1,140 @@
+"""What an answer shows, decided once for every door: the labels in the reader's language, the
+notice, the text, the commands with their cautions, the sources, the nearest entries when
+nothing matches, the other-language version, and the links to the documents.
+
+Each door only formats a Presentation: the terminal (kb/doors/cli.py), the chat's markdown
+(kb/doors/web/render.py) and Slack's blocks (kb/doors/slack/blocks.py). Before this module each
+door decided for itself and they drifted: suggestions followed the reader's language on the web
+but not in Slack, line anchors were only in Slack's links, the other-language version only in
+Slack's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from index.search import Hit
+from ingest.code import is_destructive, segments
+from ingest.entry import Entry
+
+from .answer import LABELS, Answer, entry_in
+
+CAUTION = {
+    "en": "Caution: this command deletes data, kills processes or stops a machine. Check it before running.",
+    "zh": "注意：此命令会删除数据、结束进程或停止机器，运行前请确认。",
+}
+
+Lookup = Callable[[str], Entry | None]  # entry id -> entry (KnowledgeBase.entry)
+
+
+def location(entry: Entry) -> str:
+    """`doc:start-end`, the label every door gives an entry's source lines."""
+    return f"{entry.doc}:{entry.start_line}-{entry.end_line}"
+
+
+def entry_url(base_url: str, entry: Entry) -> str:
+    """The entry's lines in the published documents (`docs_base_url`), "" when none is set."""
+    if not base_url:
+        return ""
+    return f"{base_url.rstrip('/')}/{quote(entry.doc)}#L{entry.start_line}-L{entry.end_line}"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An entry as a door links to it."""
+
+    entry: Entry
+    location: str  # doc:start-end
+    url: str  # its lines in the published documents, "" without docs_base_url
+    n: int | None = None  # the citation number, for sources
+
+    @property
+    def title(self) -> str:
+        return self.entry.title
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str
+    caution: str  # "" when the command is safe to show without one
+
+
+@dataclass(frozen=True)
+class Presentation:
+    lang: str  # "en" or "zh": the labels' language
+    labels: dict[str, str]
+    notice: str
+    text: str  # the answer (the "no match" sentence when nothing matches)
+    no_match: bool
+    weak: bool
+    mode: str  # "extractive" or "llm"
+    commands: tuple[Command, ...]
+    sources: tuple[Ref, ...]
+    suggestions: tuple[Ref, ...]  # nearest entries when nothing matches, in the reader's language
+    other_language: Ref | None  # the best source in the other language
+    caution: str  # the caution label, for code inside `text` that holds a destructive command
+
+    def destructive_blocks(self) -> list[int]:
+        """Indexes (among the fenced blocks of `text`) of the blocks holding a destructive line."""
+        blocks = [seg for seg in segments(self.text) if seg.code]
+        return [i for i, seg in enumerate(blocks) if any(map(is_destructive, seg.lines[1:-1]))]
+
+
+def reader_language(text: str, lang: str | None = None) -> str:
+    """The language a door shows its own words in before the answer exists: the one asked
+    for, else the one the post reader finds in the person's words."""
+    if lang in LABELS:
+        return lang
+    from index.post import read_post
+
+    found = read_post(text[:200_000]).lang
+    return found if found in LABELS else "en"
+
+
+def _ref(entry: Entry, base_url: str, n: int | None = None) -> Ref:
+    return Ref(entry, location(entry), entry_url(base_url, entry), n)
+
+
+def _other_language(answer: Answer, lookup: Lookup | None) -> Entry | None:
+    """The best entry's translation, from the index when a lookup is given, else from the hits."""
+    if not answer.citations:
+        return None
+    best = answer.citations[0].entry
+    if not best.translation:
+        return None
+    found = lookup(best.translation) if lookup else None
+    if found is None:
+        for h in answer.hits:
+            for e in (h.entry, h.translation):
+                if e is not None and e.id == best.translation:
+                    found = e
+    return found if found is not None and found.lang != answer.lang else None
+
+
+def _in_fence(command: str, text: str) -> bool:
+    return any(command.strip() in "\n".join(seg.lines) for seg in segments(text) if seg.code)
+
+
+def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> Presentation:
+    lang = answer.lang if answer.lang in LABELS else "en"
+    commands = answer.commands
+    if answer.mode == "llm":  # the model's answer shows its (verified) commands in its code blocks
+        commands = tuple(c for c in commands if not _in_fence(c, answer.text))
+    suggestions: tuple[Hit, ...] = answer.suggestions if answer.no_match else ()
+    other = _other_language(answer, lookup)
+    return Presentation(
+        lang=lang,
+        labels=LABELS[lang],
+        notice=answer.notice,
+        text=answer.text,
+        no_match=answer.no_match,
+        weak=answer.weak,
+        mode=answer.mode,
+        commands=tuple(Command(c, CAUTION[lang] if is_destructive(c) else "") for c in commands),
+        sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
+        suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),
+        other_language=_ref(other, docs_base_url) if other is not None else None,
+        caution=CAUTION[lang],
+    )

@@ -57,7 +57,7 @@ class SentenceTransformerEmbedder:
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
         )
-        self.dim = int(dim_of())
+        self.dim = int(dim_of() or 0)
         self.id = f"st/{name}"
         prompts = getattr(self._model, "prompts", None) or {}
         by_name = next((p for key, p in PREFIXES.items() if key in name.lower()), ("", ""))

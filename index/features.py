@@ -222,8 +222,8 @@ def _word_columns(post, views, lang, idx, entries, facts: EntryFacts, vocab: Voc
         w for w in (informative(tokenize(v.text)) for v in views[:3]) if len(w) >= MIN_COVERAGE_WORDS
     ]
     title_view = informative(tokenize(post.title)) if post.title else set()
-    lines = [informative(tokenize(s)) for s in (post.title, *post.errors, *post.exceptions[:2]) if s]
-    lines = [frozenset(x) for x in lines if x]
+    words = [informative(tokenize(s)) for s in (post.title, *post.errors, *post.exceptions[:2]) if s]
+    lines = [frozenset(x) for x in words if x]
     names = ("title_coverage", "query_coverage", "signature_overlap", "code_match", "code_conflict",
              "same_lang", "entry_has_signatures", "entry_is_question", "entry_is_section", "entry_lines",
              "title_view_coverage")  # fmt: skip

@@ -58,7 +58,7 @@ class Bm25:
         vocab: dict[str, int] = dict(previous.vocab) if previous is not None else {}
         # Typed arrays, not lists: at 100k entries (6M term-doc pairs) lists of int objects
         # took ~0.5 GB of the build's peak memory.
-        rows, cols, tfs = array("q"), array("q"), array("f")
+        rows, cols, counts_ = array("q"), array("q"), array("f")
         n = len(docs)
         lengths = np.zeros(n, dtype=np.float32)
         reuse_new: list[int] = []
@@ -66,18 +66,20 @@ class Bm25:
         old_row = previous.key_rows() if previous is not None else {}
         for i, doc in enumerate(docs):
             if doc is None:
+                assert keys is not None  # a reused doc is found by its key
                 reuse_new.append(i)
                 reuse_old.append(old_row[keys[i]])
                 continue
-            for term, tf in Counter(doc).items():
+            for term, count in Counter(doc).items():
                 cols.append(vocab.setdefault(term, len(vocab)))
                 rows.append(i)
-                tfs.append(tf)
+                counts_.append(count)
             lengths[i] = len(doc)
         row = np.frombuffer(rows, dtype=np.int64) if rows else np.zeros(0, dtype=np.int64)
         col = np.frombuffer(cols, dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
-        tf = np.frombuffer(tfs, dtype=np.float32) if tfs else np.zeros(0, dtype=np.float32)
+        tf = np.frombuffer(counts_, dtype=np.float32) if counts_ else np.zeros(0, dtype=np.float32)
         if reuse_new:
+            assert previous is not None
             r_row, r_col, r_tf, r_len = previous._counts_of(np.array(reuse_old), np.array(reuse_new))
             row, col, tf = (
                 np.concatenate([row, r_row]),
@@ -99,7 +101,7 @@ class Bm25:
         order = np.lexsort((row, col))  # column-major, docs ascending within a column
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(df.astype(np.int64), out=indptr[1:])
-        counts = {
+        counts: dict[str, np.ndarray] = {
             "tf": np.minimum(tf[order], 65535).astype(np.uint16),
             "doc_len": lengths.astype(np.int32),
             "keys": np.array(list(keys) if keys is not None else [""] * n, dtype="S40"),
@@ -121,6 +123,7 @@ class Bm25:
         lens = doc_ptr[old + 1] - doc_ptr[old]
         starts = np.repeat(doc_ptr[old] - np.cumsum(lens) + lens, lens)
         picks = by_doc[starts + np.arange(lens.sum())]
+        assert self.counts is not None  # only an index loaded with counts=True is reused
         tf = self.counts["tf"][picks].astype(np.float32)
         return np.repeat(new, lens), term_of[picks], tf, self.counts["doc_len"][old].astype(np.float32)
 
@@ -140,7 +143,7 @@ class Bm25:
     def max_idf(self) -> float:
         return float(self.idf_arr.max()) if len(self.idf_arr) else 1.0
 
-    def scores(self, tokens: list[str]) -> tuple[np.ndarray, float]:
+    def scores(self, tokens: Sequence[str]) -> tuple[np.ndarray, float]:
         """BM25 score of every doc, and the largest score a doc could get for this query
         (the sum of its terms' best weights), used to tell a real match from scraps."""
         counts = Counter(t for t in tokens if t in self.vocab)
@@ -164,15 +167,15 @@ class Bm25:
 
     def save(self, directory: Path) -> None:
         # The layout scipy.sparse.save_npz writes (uncompressed), readable by load_npz too.
-        np.savez(
-            directory / "bm25.npz",
-            indices=self.indices,
-            indptr=self.indptr,
-            format=np.array("csc"),
-            shape=np.array([self.n_docs, len(self.vocab)]),
-            data=self.data,
+        arrays: dict[str, np.ndarray] = {
+            "indices": self.indices,
+            "indptr": self.indptr,
+            "format": np.array("csc"),
+            "shape": np.array([self.n_docs, len(self.vocab)]),
+            "data": self.data,
             **(self.counts or {}),
-        )
+        }
+        np.savez(directory / "bm25.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle
         np.save(directory / "bm25_idf.npy", self.idf_arr)
         (directory / "bm25_vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), "utf-8")
 

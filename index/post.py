@@ -278,9 +278,9 @@ def _error_in_sentence(line: str) -> str | None:
         quoted = (m.group(1) or m.group(2)).strip()
         if is_error_line(quoted):
             return quoted
-    m = _EXCEPTION_IN.search(line)
-    if m:
-        return m.group(0).strip()
+    found = _EXCEPTION_IN.search(line)
+    if found:
+        return found.group(0).strip()
     if _STRONG.search(line) or error_codes(line):
         return line
     return None

@@ -185,7 +185,7 @@ class Searcher:
                 out[i] = v
                 if len(texts[i]) <= QUERY_CACHE_KEY_CHARS:
                     cache.put(texts[i], v)
-        return np.stack(out)
+        return np.stack([v for v in out if v is not None])  # every one is filled by now
 
     def candidates(self, query: str, lang: str | None = None) -> Candidates:
         with self.phases("clean"):

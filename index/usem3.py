@@ -200,7 +200,7 @@ def _write_use_cache(backend, probe: np.ndarray, folder: Path) -> None:
     tmp.mkdir()
     try:
         (tmp / "tokenizer.marshal").write_bytes(marshal.dumps(tok_state))
-        np.savez(tmp / "weights.npz", **arrays)
+        np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle
         for k in big:
             np.save(tmp / f"{k}.npy", getattr(backend, k))
         (tmp / "backend.json").write_text(json.dumps(meta))

@@ -487,7 +487,7 @@ def _strip_colon(title: str) -> str:
 
 def _is_question(title: str) -> bool:
     m = _QUESTION_RE.match(title)
-    return bool(m) and bool(title[m.end() :].strip())
+    return m is not None and bool(title[m.end() :].strip())
 
 
 def _strip_question(title: str) -> str:

@@ -269,13 +269,11 @@ def _decode_unicode(data: bytes) -> str | None:
     if len(data) % 2 or len(sample) < 16 or b"\x00" not in sample:
         return None
     even, odd = sample[0::2].count(0) / len(sample[0::2]), sample[1::2].count(0) / len(sample[1::2])
-    encoding = (
-        "utf-16-le" if odd > 0.3 and even < 0.05 else "utf-16-be" if even > 0.3 and odd < 0.05 else None
-    )
-    if encoding is None:
+    utf16 = "utf-16-le" if odd > 0.3 and even < 0.05 else "utf-16-be" if even > 0.3 and odd < 0.05 else None
+    if utf16 is None:
         return None
     try:
-        return data.decode(encoding)
+        return data.decode(utf16)
     except UnicodeDecodeError:
         return None
 

@@ -149,7 +149,7 @@ def _cached_model(llm: LlmSettings, key: str):
         from langchain.chat_models import init_chat_model
     except ImportError as e:
         raise LlmError("LLM support is not installed: pip install 'bilingual-kb[llm]'") from e
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "temperature": llm.temperature,
         "max_tokens": llm.max_tokens,
         "timeout": llm.timeout_s,
@@ -266,7 +266,7 @@ def llm_answer(
     guard = Guard(sources, lang)
 
     def release(text: str) -> None:
-        if text:
+        if text and on_token is not None:
             streamed.append(text)
             on_token(text)
 

@@ -60,6 +60,12 @@ def norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _lead(text: str) -> str:
+    """A line's list or quote marker and indentation (the pattern matches any line)."""
+    m = _LIST_MARK.match(text)
+    return m.group(1) if m else ""
+
+
 def _units(lines: Sequence[str]) -> list[tuple[int, int, str]]:
     """Logical lines of a code block: (first, last, text), joining `\\` continuations."""
     out: list[tuple[int, int, str]] = []
@@ -92,9 +98,9 @@ def source_code(entry: Entry) -> dict[str, str]:
         add(m.group(2))
     # `export NAME=value` and `NAME=value` set the same thing: accept either for the other.
     for key, shown in list(found.items()):
-        m = _ENV.match(key)
-        if m:
-            found.setdefault(m.group(1), shown)
+        setting = _ENV.match(key)
+        if setting:
+            found.setdefault(setting.group(1), shown)
             found.setdefault("export " + m.group(1), shown)
     return found
 
@@ -182,7 +188,8 @@ class Guard:
         assert self._block is not None
         opening, body = self._block[0], self._block[1:]
         self._block = None
-        info = (FENCE_OPEN.match(opening.rstrip("\n")) or FENCE_OPEN.match("```")).group(3).lower()
+        fence = FENCE_OPEN.match(opening.rstrip("\n"))
+        info = fence.group(3).lower() if fence else ""
         raw = [ln.rstrip("\n") for ln in body]
         out = [opening]
         for first, last, unit in _units(raw):
@@ -190,7 +197,7 @@ class Guard:
             checked = bool(s) and not s.startswith(("#", "//"))
             if checked and info in _OUTPUT_INFOS:
                 checked = bool(PROMPT.match(unit)) or looks_like_command(unit)
-            indent = re.match(r"\s*", raw[first]).group(0)
+            indent = raw[first][: len(raw[first]) - len(raw[first].lstrip())]
             if not checked:
                 out.extend(body[first : last + 1])
             elif self._check(unit):
@@ -219,7 +226,7 @@ class Guard:
         words_only = _CITE.sub("", text)
         bare = _LIST_MARK.sub("", words_only, count=1).strip()
         if len(parts) == 1 and (PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)):
-            lead = _LIST_MARK.match(text).group(1)
+            lead = _lead(text)
             if self._check(bare):
                 return self._with_caution(
                     _CITE.sub(self._citation, text), end, is_destructive(strip_prompt(bare))
@@ -232,8 +239,9 @@ class Guard:
         for m, key in quoted:
             if key is None:
                 self.removed_commands.append(plain[m.start() :].strip())
-                return f"{_LIST_MARK.match(text).group(1)}{REMOVED[self.lang]}{end}"
+                return f"{_lead(text)}{REMOVED[self.lang]}{end}"
         for _, key in quoted:
+            assert key is not None  # every span is covered by now
             if self.allowed[key] not in self.commands:
                 self.commands.append(self.allowed[key])
 

@@ -15,6 +15,7 @@ it now runs here with the web door's body limits, guard and logging.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import sys
@@ -34,6 +35,7 @@ def _head_timeout_protocol():
         """uvicorn's h11 protocol, closing connections that send no complete request head."""
 
         head_timeout_s = HEAD_TIMEOUT_S
+        _head_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)

@@ -190,14 +190,14 @@ def _add_reads(app, live: LiveKb) -> None:
 
     @app.api_route("/entry/{entry_id}", methods=["GET", "HEAD"], response_class=HTMLResponse)
     def entry_page(entry_id: str, fragment: str = ""):
-        fragment = fragment not in ("", "0")
+        bare = fragment not in ("", "0")
         kb = live.get()
         e = kb.entry(entry_id)
         if e is None:
             body = f"<p>No entry <code>{html.escape(entry_id)}</code> in the index.</p>"
-            return HTMLResponse(body if fragment else html_page("404", body), status_code=404)
+            return HTMLResponse(body if bare else html_page("404", body), status_code=404)
         piece = entry_html(kb, e)
-        return HTMLResponse(piece if fragment else html_page(e.title, piece))
+        return HTMLResponse(piece if bare else html_page(e.title, piece))
 
 
 def _add_fallbacks(app) -> None:

@@ -164,8 +164,8 @@ _PROSE_SPECIAL = re.compile(r"\\[\s\S]|`+|[<>]|!\[")
 def _prose(s: str) -> str:
     """Text outside fences: see escape_md_html. One regex pass (a 2 MB one-line paste is shown)."""
     runs: dict[int, list[int]] = {}  # backtick run length -> where such runs start
-    for m in re.finditer(r"`+", s):
-        runs.setdefault(len(m.group(0)), []).append(m.start())
+    for run in re.finditer(r"`+", s):
+        runs.setdefault(len(run.group(0)), []).append(run.start())
     out: list[str] = []
     pos = 0
     while (m := _PROSE_SPECIAL.search(s, pos)) is not None:

@@ -56,37 +56,9 @@ class Bm25:
         then its term counts are copied from there instead of tokenizing the text again
         (re-ingesting 10k entries after one edit spent most of its time re-tokenizing)."""
         vocab: dict[str, int] = dict(previous.vocab) if previous is not None else {}
-        # Typed arrays, not lists: at 100k entries (6M term-doc pairs) lists of int objects
-        # took ~0.5 GB of the build's peak memory.
-        rows, cols, counts_ = array("q"), array("q"), array("f")
+        lengths = np.zeros(len(docs), dtype=np.float32)
+        row, col, tf = _term_counts(docs, keys, previous, vocab, lengths)
         n = len(docs)
-        lengths = np.zeros(n, dtype=np.float32)
-        reuse_new: list[int] = []
-        reuse_old: list[int] = []
-        old_row = previous.key_rows() if previous is not None else {}
-        for i, doc in enumerate(docs):
-            if doc is None:
-                assert keys is not None  # a reused doc is found by its key
-                reuse_new.append(i)
-                reuse_old.append(old_row[keys[i]])
-                continue
-            for term, count in Counter(doc).items():
-                cols.append(vocab.setdefault(term, len(vocab)))
-                rows.append(i)
-                counts_.append(count)
-            lengths[i] = len(doc)
-        row = np.frombuffer(rows, dtype=np.int64) if rows else np.zeros(0, dtype=np.int64)
-        col = np.frombuffer(cols, dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
-        tf = np.frombuffer(counts_, dtype=np.float32) if counts_ else np.zeros(0, dtype=np.float32)
-        if reuse_new:
-            assert previous is not None
-            r_row, r_col, r_tf, r_len = previous._counts_of(np.array(reuse_old), np.array(reuse_new))
-            row, col, tf = (
-                np.concatenate([row, r_row]),
-                np.concatenate([col, r_col]),
-                np.concatenate([tf, r_tf]),
-            )
-            lengths[reuse_new] = r_len
         # Terms no doc uses any more (their docs changed) leave the vocabulary.
         used = np.zeros(len(vocab), dtype=bool)
         used[col] = True
@@ -195,3 +167,38 @@ class Bm25:
         if len(indptr) != len(vocab) + 1 or len(data) != len(indices):
             raise ValueError("bm25.npz does not match bm25_vocab.json")
         return cls(vocab, data.astype(np.float32, copy=False), indices, indptr, n_docs, idf, extra)
+
+
+def _term_counts(docs, keys, previous: Bm25 | None, vocab: dict[str, int], lengths: np.ndarray):
+    """(doc, term, count) triples of every doc, new terms added to `vocab` and doc lengths to
+    `lengths`; a doc given as None is copied from `previous` by its key."""
+    # Typed arrays, not lists: at 100k entries (6M term-doc pairs) lists of int objects
+    # took ~0.5 GB of the build's peak memory.
+    rows, cols, counts_ = array("q"), array("q"), array("f")
+    reuse_new: list[int] = []
+    reuse_old: list[int] = []
+    old_row = previous.key_rows() if previous is not None else {}
+    for i, doc in enumerate(docs):
+        if doc is None:
+            assert keys is not None  # a reused doc is found by its key
+            reuse_new.append(i)
+            reuse_old.append(old_row[keys[i]])
+            continue
+        for term, count in Counter(doc).items():
+            cols.append(vocab.setdefault(term, len(vocab)))
+            rows.append(i)
+            counts_.append(count)
+        lengths[i] = len(doc)
+    row = np.frombuffer(rows, dtype=np.int64) if rows else np.zeros(0, dtype=np.int64)
+    col = np.frombuffer(cols, dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
+    tf = np.frombuffer(counts_, dtype=np.float32) if counts_ else np.zeros(0, dtype=np.float32)
+    if reuse_new:
+        assert previous is not None
+        r_row, r_col, r_tf, r_len = previous._counts_of(np.array(reuse_old), np.array(reuse_new))
+        row, col, tf = (
+            np.concatenate([row, r_row]),
+            np.concatenate([col, r_col]),
+            np.concatenate([tf, r_tf]),
+        )
+        lengths[reuse_new] = r_len
+    return row, col, tf

@@ -167,6 +167,80 @@ def _title_of(first: str, rest_starts_blank: bool, n_lines: int) -> str:
     return _TITLE_TAG.sub("", _LINK.sub(r"\1", _IMAGE.sub(" ", first))).strip(" #*`")
 
 
+class _Lines:
+    """What the lines of one post are, sorted into parts as they are read in order."""
+
+    def __init__(self, first_i: int, title: str, is_log: bool) -> None:
+        self.first_i, self.title, self.is_log = first_i, title, is_log
+        self.prose: list[str] = []
+        self.errors: list[tuple[float, int, str]] = []
+        self.exceptions: list[str] = []
+        self.commands: list[str] = []
+        self.boilerplate: list[str] = []
+        self.seen: set[str] = set()
+        self.fence, self.fence_info = "", ""
+        self.in_traceback = False
+
+    def read(self, i: int, full: str) -> None:
+        raw = _IMAGE.sub(" ", full[:MAX_LINE_CHARS])
+        m = FENCE_OPEN.match(raw)
+        if m:
+            # Posts keep the looser closing rule the post reader was fitted with (issue 11): any
+            # fence line that starts with the opening run closes it. CommonMark's rule
+            # (ingest/code.py `closes`) would read some real posts differently.
+            if self.fence and raw.strip().startswith(self.fence):
+                self.fence, self.fence_info = "", ""
+            elif not self.fence:
+                self.fence, self.fence_info = m.group(2), m.group(3).lower()
+            return
+        line = _PROCESS_PREFIX.sub("", clean_line(_LINK.sub(r"\1", raw))).strip(" `>")
+        if not line or line in self.seen:  # every rank prints the same error: count it once
+            return
+        self.seen.add(line)
+        if (i == self.first_i and self.title) or self._noise(raw, line):
+            return  # the title is kept on its own
+        self._kept(i, raw, line)
+
+    def _noise(self, raw: str, line: str) -> bool:
+        """Tracebacks' frames, tables, progress bars, configs, templates: not what went wrong.
+        Exceptions and launcher boilerplate are noted on the way."""
+        if _TRACEBACK.search(raw):
+            self.in_traceback = True
+            return True
+        if _FRAME.match(raw):
+            return True
+        if self.in_traceback and raw.startswith((" ", "\t")) and not _EXCEPTION.match(raw):
+            return True  # the source line under a frame
+        if _EXCEPTION.match(line):
+            self.exceptions.append(line)
+            self.in_traceback = False
+        if _BOILERPLATE.search(line):
+            self.boilerplate.append(line)
+            return True
+        if _TABLE.search(raw) or _PIP_ROW.match(raw) or _PROGRESS.search(raw):
+            return True
+        if self.fence_info in ("yaml", "yml", "json", "toml", "ini", "python", "py") and not _EXCEPTION.match(
+            line
+        ):
+            return True  # configuration or source code, not what went wrong
+        # an issue template's headings, labels and instructions
+        return bool((_HEADING.match(raw) and not re.search(r"[?？]", raw)) or _TEMPLATE_TEXT.match(line))
+
+    def _kept(self, i: int, raw: str, line: str) -> None:
+        typed = not self.fence and (not self.is_log or _is_prose(raw, line))
+        if is_error_line(line) and not _LOG_LEVEL_QUIET.search(raw):
+            error = _error_in_sentence(line) if typed and self.is_log else line
+            if error:
+                self.errors.append((_error_weight(error), i, error))
+        elif is_command_line(line):
+            self.commands.append(line)
+            return
+        elif _is_env_line(raw):
+            return
+        if typed:
+            self.prose.append(line)  # a sentence or two is the question, whatever it looks like
+
+
 def read_post(text: str) -> Post:
     text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n")
     all_lines = text.split("\n")
@@ -178,67 +252,14 @@ def read_post(text: str) -> Post:
     is_log = len(nonblank) >= 3 or bool(LOG_HINT.search(text[:20000]))
     blank_after = first_i + 1 < len(lines) and not lines[first_i + 1].strip()
     title = _title_of(lines[first_i][:MAX_LINE_CHARS].strip(), blank_after, len(nonblank))
-
-    prose: list[str] = []
-    errors: list[tuple[float, int, str]] = []
-    exceptions: list[str] = []
-    commands: list[str] = []
-    boilerplate: list[str] = []
-    seen: set[str] = set()
-    fence, fence_info = "", ""
-    in_traceback = False
+    parts = _Lines(first_i, title, is_log)
     for i, full in enumerate(lines):
-        raw = _IMAGE.sub(" ", full[:MAX_LINE_CHARS])
-        m = FENCE_OPEN.match(raw)
-        if m:
-            # Posts keep the looser closing rule the post reader was fitted with (issue 11): any
-            # fence line that starts with the opening run closes it. CommonMark's rule
-            # (ingest/code.py `closes`) would read some real posts differently.
-            if fence and raw.strip().startswith(fence):
-                fence, fence_info = "", ""
-            elif not fence:
-                fence, fence_info = m.group(2), m.group(3).lower()
-            continue
-        line = _PROCESS_PREFIX.sub("", clean_line(_LINK.sub(r"\1", raw))).strip(" `>")
-        if not line or line in seen:  # every rank prints the same error: count it once
-            continue
-        seen.add(line)
-        if i == first_i and title:
-            continue  # the title is kept on its own
-        if _TRACEBACK.search(raw):
-            in_traceback = True
-            continue
-        if _FRAME.match(raw):
-            continue
-        if in_traceback and raw.startswith((" ", "\t")) and not _EXCEPTION.match(raw):
-            continue  # the source line under a frame
-        if _EXCEPTION.match(line):
-            exceptions.append(line)
-            in_traceback = False
-        if _BOILERPLATE.search(line):
-            boilerplate.append(line)
-            continue
-        if _TABLE.search(raw) or _PIP_ROW.match(raw) or _PROGRESS.search(raw):
-            continue
-        if fence_info in ("yaml", "yml", "json", "toml", "ini", "python", "py") and not _EXCEPTION.match(
-            line
-        ):
-            continue  # configuration or source code, not what went wrong
-        if (_HEADING.match(raw) and not re.search(r"[?？]", raw)) or _TEMPLATE_TEXT.match(line):
-            continue  # an issue template's headings, labels and instructions
-        typed = not fence and (not is_log or _is_prose(raw, line))
-        if is_error_line(line) and not _LOG_LEVEL_QUIET.search(raw):
-            error = _error_in_sentence(line) if typed and is_log else line
-            if error:
-                errors.append((_error_weight(error), i, error))
-        elif is_command_line(line):
-            commands.append(line)
-            continue
-        elif _is_env_line(raw):
-            continue
-        if typed:
-            prose.append(line)  # a sentence or two is the question, whatever it looks like
+        parts.read(i, full)
+    return _post(parts, text, lines, len(all_lines))
 
+
+def _post(parts: _Lines, text: str, lines: list[str], lines_total: int) -> Post:
+    title, prose, errors = parts.title, parts.prose, parts.errors
     if title and is_error_line(title):
         errors.append((_error_weight(title) + 0.5, -1, title))
     # Most telling first; ties keep the later line (a crash's key line is usually near its end).
@@ -250,19 +271,19 @@ def read_post(text: str) -> Post:
         prose = [" ".join(t for t in tail if t)]
     own_words = " ".join([title, *prose])
     lang = _lang_of(own_words, text)
-    codes = error_codes("\n".join([title, *error_lines, *exceptions, *prose, *boilerplate]))
+    codes = error_codes("\n".join([title, *error_lines, *parts.exceptions, *prose, *parts.boilerplate]))
     return Post(
         lang=lang,
         title=title,
         prose=tuple(_cap(prose)),
         errors=error_lines,
-        exceptions=tuple(dict.fromkeys(reversed(exceptions)))[:4],  # the last exception first
+        exceptions=tuple(dict.fromkeys(reversed(parts.exceptions)))[:4],  # the last exception first
         codes=codes,
-        commands=tuple(commands[:10]),
-        boilerplate=tuple(dict.fromkeys(boilerplate))[:4],
-        is_log=is_log,
+        commands=tuple(parts.commands[:10]),
+        boilerplate=tuple(dict.fromkeys(parts.boilerplate))[:4],
+        is_log=parts.is_log,
         lines_read=len(lines),
-        lines_total=len(all_lines),
+        lines_total=lines_total,
     )
 
 

@@ -49,6 +49,30 @@ def embedder_for(settings: Settings):
     return get_embedder(settings.embedder, settings.embed_threads, settings.model_cache)
 
 
+def _collect(paths, settings: Settings, progress, follow_links_outside: bool):
+    """The entries of the documents, and the files skipped and the files with a caveat."""
+    from ingest.collect import collect
+    from ingest.limits import Limits
+
+    limits = Limits(
+        settings.max_file_entries, settings.max_file_seconds, settings.max_file_bytes, settings.max_line_chars
+    )
+    report = collect(
+        paths,
+        progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None,
+        follow_links_outside=follow_links_outside,
+        limits=limits,
+    )
+    skipped = [str(p) for p in report.problems if p.skipped]
+    warnings = [str(p) for p in report.problems if not p.skipped]
+    if not report.entries:
+        problems = "; ".join(skipped[:5])
+        raise KbError(
+            f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else "")
+        )
+    return report, skipped, warnings
+
+
 def ingest(
     paths: list[str],
     index_dir: Path,
@@ -61,29 +85,10 @@ def ingest(
     the given folders are skipped (and reported) unless `follow_links_outside`. `embedder`
     replaces the one the settings name (the Embedder seam, index/seams.py)."""
     from index.build import VectorOptions, build
-    from ingest.collect import collect
-    from ingest.limits import Limits
     from ingest.link import link_translations, read_declared_pairs
 
     settings = settings or load_settings()
-    report = collect(
-        paths,
-        progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None,
-        follow_links_outside=follow_links_outside,
-        limits=Limits(
-            settings.max_file_entries,
-            settings.max_file_seconds,
-            settings.max_file_bytes,
-            settings.max_line_chars,
-        ),
-    )
-    skipped = [str(p) for p in report.problems if p.skipped]
-    warnings = [str(p) for p in report.problems if not p.skipped]
-    if not report.entries:
-        problems = "; ".join(skipped[:5])
-        raise KbError(
-            f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else "")
-        )
+    report, skipped, warnings = _collect(paths, settings, progress, follow_links_outside)
     embedder = embedder or embedder_for(settings)
     pairs = read_declared_pairs(Path(p) for p in paths)
 

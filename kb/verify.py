@@ -101,7 +101,7 @@ def source_code(entry: Entry) -> dict[str, str]:
         setting = _ENV.match(key)
         if setting:
             found.setdefault(setting.group(1), shown)
-            found.setdefault("export " + m.group(1), shown)
+            found.setdefault("export " + setting.group(1), shown)
     return found
 
 

@@ -17,8 +17,9 @@ import time
 
 import pytest
 from conftest import needs_shared
-from servers import kb_serve
-from test_reliability_load import pct, request
+from helpers import kb_serve, request
+
+from evaluation.stats import percentile
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -116,9 +117,9 @@ def test_short_questions_stay_quick_while_four_clients_send_the_costliest_querie
         stop.set()
         for t in clients:
             t.join(timeout=60)
-    p95 = pct(latencies, 0.95)
+    p95 = percentile(latencies, 0.95)
     print(
-        f"\nshort question under 4 hostile clients: p50 {pct(latencies, 0.5) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
+        f"\nshort question under 4 hostile clients: p50 {percentile(latencies, 0.5) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms"
     )
     assert errors == [], errors[:5]
     assert p95 <= 0.2, f"p95 {p95 * 1000:.0f} ms"

@@ -402,7 +402,7 @@ def test_rewriting_the_served_faiss_index_in_place_does_not_kill_the_server(seed
     memory-mapped index died with SIGBUS on the next search, with nothing in the log. The server
     reads its index into memory, so neither the truncation nor garbage written in place reaches it;
     a new generation that is damaged is logged and the one in use keeps serving."""
-    from servers import kb_serve
+    from helpers import kb_serve
 
     index, gen = copy_index(seeds_index, tmp_path)
     live = index / gen / "faiss.index"

@@ -22,27 +22,14 @@ from dataclasses import dataclass, field
 
 import pytest
 from conftest import needs_shared
-from servers import kb_serve
+from helpers import kb_serve, request
+
+from evaluation.stats import percentile
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
 LOAD_SECONDS = float(os.environ.get("KB_LOAD_SECONDS", "60"))
 CLIENTS = 20
-
-
-def request(port: int, method: str, path: str, body: dict | None = None, conn=None, timeout: float = 120):
-    """(status, parsed JSON) over `conn` (kept alive) or a fresh connection."""
-    own = conn is None
-    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        conn.request(method, path, data, {"Content-Type": "application/json"} if data else {})
-        resp = conn.getresponse()
-        raw = resp.read()
-        return resp.status, json.loads(raw) if raw else None
-    finally:
-        if own:
-            conn.close()
 
 
 # -- the traffic ---------------------------------------------------------------------------------
@@ -132,11 +119,6 @@ def top_title(kind: str, body: dict) -> str | None:
     return body["citations"][0]["title"] if body.get("citations") else None
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 # -- the test ------------------------------------------------------------------------------------
 def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
     index = tmp_path / "index"
@@ -198,9 +180,9 @@ def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
     print(
         f"\n{CLIENTS} clients x {elapsed:.0f}s: {n} requests ({n / elapsed:.1f}/s), "
         f"{len(tally.latencies['search'])} search / {len(tally.latencies['ask'])} ask; "
-        f"latency p50 {pct(lat, 0.5) * 1000:.0f} ms, p95 {pct(lat, 0.95) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
-        f"(search p95 {pct(tally.latencies['search'], 0.95) * 1000:.0f} ms, "
-        f"ask p95 {pct(tally.latencies['ask'], 0.95) * 1000:.0f} ms)\n"
+        f"latency p50 {percentile(lat, 0.5) * 1000:.0f} ms, p95 {percentile(lat, 0.95) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
+        f"(search p95 {percentile(tally.latencies['search'], 0.95) * 1000:.0f} ms, "
+        f"ask p95 {percentile(tally.latencies['ask'], 0.95) * 1000:.0f} ms)\n"
         f"rebuild took {rebuilt_at - started - LOAD_SECONDS / 3:.1f}s; new generation served "
         f"{(seen_at or float('nan')) - rebuilt_at:.1f}s after it landed; "
         f"server RSS {rss_before / 1024:.0f} -> {rss_after / 1024:.0f} MiB "

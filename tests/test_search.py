@@ -1,9 +1,8 @@
 """Search over the real seed documents with the real embedder: pasted logs, both languages."""
 
-import random
-
 import pytest
 from conftest import needs_shared
+from helpers import noisy_log
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
@@ -14,56 +13,6 @@ S000, S001, S002, S003, S004 = (
     "003_2c7350f9fc9ea2d9.txt",
     "004_bad8de7249131fae.txt",
 )
-
-
-def noisy_log(key_lines: list[str], seed: int, total: int = 200, key_at: str = "end") -> str:
-    """A 200-line paste the way it arrives from a multi-node job: timestamps, hosts, ranks, pids,
-    INFO noise, repeated lines, a traceback, and the key line(s) buried or last."""
-    rnd = random.Random(seed)
-    hosts = [f"gpu-node-{rnd.randint(10, 99)}" for _ in range(4)]
-    noise_templates = [
-        "{ts} {host} [rank{r}] INFO step {s} loss={l:.4f} lr=3e-4 throughput={t} samples/s",
-        "{host}:{pid}:{pid2} [{r}] NCCL INFO Channel {c:02d}/32 :    0   1   2   3   4   5   6   7",
-        "{host}:{pid}:{pid2} [{r}] NCCL INFO Using network Socket",
-        "I{md} {hms}.{us} {pid} tcp_utils.cc:181] The server starts to listen on IP_ANY:{port}",
-        "{ts} INFO torch.distributed.run: local_rank={r} world_size=16 master_addr=10.0.{a}.{b}",
-        "W{md} {hms}.{us} {pid} gpu_resources.cc:61] Please NOTE: device: {r}, GPU Compute Capability: 8.0",
-        "{ts} DEBUG dataloader worker {r} prefetched batch {s}",
-    ]
-    lines = []
-    for i in range(total - len(key_lines) - 4):
-        lines.append(
-            rnd.choice(noise_templates).format(
-                ts=f"2024-05-{rnd.randint(1, 28):02d} 1{rnd.randint(0, 9)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)},{rnd.randint(100, 999)}",
-                host=rnd.choice(hosts),
-                r=rnd.randint(0, 7),
-                s=i,
-                l=rnd.random() * 5,
-                t=rnd.randint(100, 900),
-                pid=rnd.randint(1000, 99999),
-                pid2=rnd.randint(1000, 99999),
-                c=rnd.randint(0, 31),
-                md=f"{rnd.randint(1, 12):02d}{rnd.randint(1, 28):02d}",
-                hms=f"{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)}",
-                us=rnd.randint(100000, 999999),
-                port=rnd.randint(10000, 60000),
-                a=rnd.randint(0, 9),
-                b=rnd.randint(1, 254),
-            )
-        )
-    tb = [
-        "Traceback (most recent call last):",
-        '  File "/workspace/train.py", line 88, in <module>',
-        "    main()",
-        '  File "/workspace/train.py", line 41, in main',
-    ]
-    tail = tb + key_lines
-    if key_at == "end":
-        lines += tail
-    else:  # buried in the middle, followed by more noise (the launcher keeps printing)
-        mid = len(lines) // 2
-        lines = lines[:mid] + tail + lines[mid:]
-    return "\n".join(lines)
 
 
 LOG_CASES = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import importlib.util
 import json
 import os
@@ -23,8 +22,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from helpers import kb_serve, post_json, raw
 from openai_stub import OpenAIStub, Reply, closed_port_url
-from servers import kb_serve
 from slack_stub import Call, SlackStub
 
 pytestmark = pytest.mark.slow
@@ -74,30 +73,6 @@ def assert_no_secret(text: str | bytes, where: str) -> None:
     for name, value in SECRETS.items():
         assert value not in text, f"{name} leaked into {where}"
         assert value[-12:] not in text, f"part of {name} leaked into {where}"
-
-
-def raw(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-    """(status, headers, body bytes) for one request; the path is sent exactly as given."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.putrequest(method, path, skip_accept_encoding=True)
-        # One request per connection: a server that refuses a body without reading it must not
-        # parse the rest of it as a next request.
-        hdrs = {"Content-Length": str(len(body or b"")), "Connection": "close", **(headers or {})}
-        for k, v in hdrs.items():
-            conn.putheader(k, v)
-        conn.endheaders(body)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
-
-
-def post_json(port: int, path: str, obj: dict):
-    status, headers, body = raw(
-        port, "POST", path, json.dumps(obj).encode(), {"Content-Type": "application/json"}
-    )
-    return status, json.loads(body)
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -399,7 +374,7 @@ class FlakySlack(SlackStub):
 @pytest.fixture(scope="module")
 def slack(evil_kb):
     pytest.importorskip("slack_bolt")
-    from servers import slack_http
+    from helpers import slack_http
     from slack_sdk import WebClient
 
     from kb.doors.slack.bot import SlackBot
@@ -425,13 +400,13 @@ def bot(slack):
 
 
 def _event(text: str, thread_ts: str | None = None) -> dict:
-    from test_slack import mention
+    from helpers import mention
 
     return mention(text, thread_ts=thread_ts)
 
 
 def _post(url: str, event: dict, **kw):
-    from test_slack import post_event
+    from helpers import post_event
 
     return post_event(url, event, secret=kw.pop("secret", SECRETS["SLACK_SIGNING_SECRET"]), **kw)
 

@@ -8,7 +8,6 @@ limit. Its LLM is configured at a closed port through a URL with a user name and
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -17,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from servers import free_port, kb_serve
+from helpers import free_port, kb_serve, raw
 
 from kb.doors.web.render import escape_md_html
 
@@ -131,21 +130,8 @@ def server(hostile_index, tmpdir_of_server, tmp_path_factory):
         yield srv
 
 
-def request(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.putrequest(method, path, skip_host="Host" in (headers or {}), skip_accept_encoding=True)
-        for k, v in {"Content-Length": str(len(body)), "Connection": "close", **(headers or {})}.items():
-            conn.putheader(k, v)
-        conn.endheaders(body)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
-
-
 def ask(port: int, query: str, headers: dict | None = None):
-    status, hdrs, body = request(
+    status, hdrs, body = raw(
         port,
         "POST",
         "/api/ask",
@@ -156,7 +142,7 @@ def ask(port: int, query: str, headers: dict | None = None):
 
 
 def entry_id(port: int, query: str) -> str:
-    status, _, body = request(
+    status, _, body = raw(
         port,
         "POST",
         "/api/search",
@@ -215,13 +201,13 @@ def test_cli_notice_redacts_the_url_too(hostile_index):
 
 def test_entry_panel_shows_images_as_text_and_all_nested_content(server):
     trace = entry_id(server.port, "How do I read the HCCL trace viewer output")
-    status, _, page = request(server.port, "GET", f"/entry/{trace}?fragment=1")
+    status, _, page = raw(server.port, "GET", f"/entry/{trace}?fragment=1")
     page = page.decode()
     assert status == 200 and "<img" not in page
     assert "[image: timeline]" in page and EXFIL.replace("&", "&amp;") in page  # the URL, as text
     assert "&lt;svg" in page and "<svg" not in page
     nested = entry_id(server.port, "deeply nested troubleshooting checklist cut off")
-    status, _, page = request(server.port, "GET", f"/entry/{nested}?fragment=1")
+    status, _, page = raw(server.port, "GET", f"/entry/{nested}?fragment=1")
     assert status == 200 and "deepest-marker-xyz" in page.decode()  # markdown-it's limit used to drop it
 
 
@@ -232,7 +218,7 @@ def test_uploads_are_turned_off_and_nothing_is_stored(server, tmpdir_of_server):
         f"Content-Type: text/plain\r\n\r\n{'x' * 100_000}\r\n--{boundary}--\r\n"
     ).encode()
     for _ in range(3):
-        status, _, text = request(
+        status, _, text = raw(
             server.port,
             "POST",
             "/gradio_api/upload",
@@ -249,7 +235,7 @@ def test_gradio_files_are_removed_when_the_server_stops(hostile_index, tmp_path)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     with kb_serve(hostile_index, tmp_path / "serve.log", env={"TMPDIR": str(tmp)}) as srv:
-        assert request(srv.port, "GET", "/")[0] == 200
+        assert raw(srv.port, "GET", "/")[0] == 200
         assert any(tmp.iterdir())  # the private folder exists while it runs
     assert list(tmp.iterdir()) == []
 
@@ -258,7 +244,7 @@ def test_gradio_files_are_removed_when_the_server_stops(hostile_index, tmp_path)
 def test_unknown_host_names_are_refused(server, host):
     """DNS rebinding: a page whose name resolves to 127.0.0.1 arrives with its own name in Host."""
     for method, path in (("GET", "/api/health"), ("GET", "/"), ("GET", "/gradio_api/info")):
-        status, _, body = request(server.port, method, path, headers={"Host": host})
+        status, _, body = raw(server.port, method, path, headers={"Host": host})
         assert status == 421, (host, path, status)
         assert b"KB_ALLOWED_HOSTS" in body
 
@@ -267,7 +253,7 @@ def test_unknown_host_names_are_refused(server, host):
     "host", ["127.0.0.1", "localhost", "LOCALHOST:1", "[::1]:7860", socket.gethostname()]
 )
 def test_loopback_and_own_names_are_answered(server, host):
-    assert request(server.port, "GET", "/api/health", headers={"Host": host})[0] == 200
+    assert raw(server.port, "GET", "/api/health", headers={"Host": host})[0] == 200
 
 
 def test_allowed_hosts_come_from_the_environment(monkeypatch):
@@ -281,9 +267,9 @@ def test_api_takes_only_json_bodies(server):
     """A page on another site can POST text/plain without a preflight; the API answered it."""
     body = json.dumps({"query": "NCCL error(2)"}).encode()
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-        status, _, text = request(server.port, "POST", "/api/ask", body, {"Content-Type": ctype})
+        status, _, text = raw(server.port, "POST", "/api/ask", body, {"Content-Type": ctype})
         assert status == 415 and b"Content-Type: application/json" in text, ctype
-    status, _, text = request(server.port, "POST", "/api/search", body, {})
+    status, _, text = raw(server.port, "POST", "/api/search", body, {})
     assert status == 415
 
 
@@ -291,12 +277,12 @@ def test_cross_site_posts_are_refused_everywhere(server):
     body = json.dumps({"query": "NCCL error(2)"}).encode()
     evil = {"Origin": "http://evil.example", "Content-Type": "application/json"}
     for path in ("/api/ask", "/api/search", "/gradio_api/queue/join"):
-        status, _, text = request(server.port, "POST", path, body, evil)
+        status, _, text = raw(server.port, "POST", path, body, evil)
         assert status == 403 and b"cross-site request refused" in text, path
     local_other_port = {"Origin": "http://localhost:9999", "Content-Type": "application/json"}
-    assert request(server.port, "POST", "/api/ask", body, local_other_port)[0] == 403
+    assert raw(server.port, "POST", "/api/ask", body, local_other_port)[0] == 403
     same = {"Origin": server.base, "Content-Type": "application/json"}
-    assert request(server.port, "POST", "/api/ask", body, same)[0] == 200  # the chat's own page
+    assert raw(server.port, "POST", "/api/ask", body, same)[0] == 200  # the chat's own page
 
 
 @pytest.mark.parametrize(
@@ -309,13 +295,13 @@ def test_no_origin_is_granted_cors_with_credentials(server, origin):
         ("GET", "/config", {"Origin": origin}),
         ("OPTIONS", "/gradio_api/queue/join", {"Origin": origin, "Access-Control-Request-Method": "POST"}),
     ):
-        _, hdrs, _ = request(server.port, method, path, headers=headers)
+        _, hdrs, _ = raw(server.port, method, path, headers=headers)
         assert "access-control-allow-origin" not in hdrs, (path, hdrs)
         assert hdrs.get("access-control-allow-credentials") != "true", (path, hdrs)
 
 
 def test_health_shows_no_paths_of_this_machine(server, hostile_index):
-    status, _, body = request(server.port, "GET", "/api/health")
+    status, _, body = raw(server.port, "GET", "/api/health")
     health = json.loads(body)
     assert status == 200 and health["entries"] == 3
     assert health["index"] == hostile_index.name
@@ -331,7 +317,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def test_an_idle_server_uses_almost_no_cpu(server):
     """Gradio's queue polled every 1 ms: an idle kb serve used ~7% of a core."""
-    request(server.port, "GET", "/api/health")
+    raw(server.port, "GET", "/api/health")
     time.sleep(2)
     start = _cpu_seconds(server.proc.pid)
     time.sleep(6)
@@ -345,7 +331,7 @@ def test_the_chat_in_a_browser_renders_no_image_and_no_html_of_the_documents(ser
     """The real page in chromium: the answer quoting the hostile entry, a question that is itself a
     bypass, and the source panel. No <img>, no <svg onload>, no <form>; nothing is fetched from
     anywhere but the server (browser_page fails the test on any such request)."""
-    from test_web_browser import ANSWERED, browser_page
+    from helpers import ANSWERED, browser_page
 
     with browser_page(server.base + "/") as page:
         page.fill(

@@ -3,9 +3,6 @@ in HTTP mode on 127.0.0.1, and correctly signed Events API / slash-command reque
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import itertools
 import json
 import os
 import re
@@ -23,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from helpers import SECRET, mention, new_ts, post_event, reply_text, signed_post
 from slack_stub import BOT_ID, BOT_USER, TEAM, SlackStub
 
 from kb.answer import LABELS, Answer, Citation
@@ -31,7 +29,6 @@ from kb.present import CAUTION
 pytest.importorskip("slack_bolt")
 
 ROOT = Path(__file__).resolve().parents[1]
-SECRET = "test-signing-secret"
 NCCL_LOG = """\
 I0611 10:02:11.123 launch.py:312] LAUNCH INFO job started, 8 ranks
 W0611 10:02:15.553 trainer.py:88] step 0 loss 10.4
@@ -40,11 +37,6 @@ Traceback (most recent call last):
     dist.all_reduce(t)
 ExternalError: Nccl error(2), unhandled system error
 """
-_ts = itertools.count(1)
-
-
-def new_ts() -> str:
-    return f"{1710000000 + next(_ts)}.{uuid.uuid4().int % 1000000:06d}"
 
 
 # -- fixtures --------------------------------------------------------------------------------
@@ -66,7 +58,7 @@ def _client(stub: SlackStub, token: str | None = None):
 @pytest.fixture(scope="module")
 def bot_url(stub, seeds_kb):
     """The bot in HTTP mode on 127.0.0.1, talking to the stand-in."""
-    from servers import slack_http
+    from helpers import slack_http
 
     from kb.doors.slack.bot import SlackBot
 
@@ -88,70 +80,6 @@ def nccl_entry(kb):
 
 
 # -- requests as Slack sends them ------------------------------------------------------------
-
-
-def signed_post(url: str, body: str, content_type: str, secret: str = SECRET, timestamp=None, headers=None):
-    ts = str(int(time.time()) if timestamp is None else timestamp)
-    signature = "v0=" + hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
-    request = urllib.request.Request(
-        url,
-        data=body.encode(),
-        method="POST",
-        headers={
-            "Content-Type": content_type,
-            "X-Slack-Request-Timestamp": ts,
-            "X-Slack-Signature": signature,
-            **(headers or {}),
-        },
-    )
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return resp.status, resp.read().decode(), time.monotonic() - started
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(), time.monotonic() - started
-
-
-def post_event(url: str, event: dict, event_id: str | None = None, **kw):
-    payload = {
-        "token": "legacy",
-        "team_id": TEAM,
-        "api_app_id": "AKB",
-        "event": event,
-        "type": "event_callback",
-        "event_id": event_id or "Ev" + uuid.uuid4().hex[:10],
-        "event_time": int(time.time()),
-        "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
-    }
-    return signed_post(url, json.dumps(payload), "application/json", **kw)
-
-
-def mention(text: str, channel: str = "CGENERAL", thread_ts: str | None = None, files=None) -> dict:
-    ts = new_ts()
-    event = {
-        "type": "app_mention",
-        "user": "UALICE",
-        "text": f"<@{BOT_USER}> {text}",
-        "ts": ts,
-        "event_ts": ts,
-        "channel": channel,
-        "client_msg_id": str(uuid.uuid4()),
-    }
-    if thread_ts:
-        event["thread_ts"] = thread_ts
-    if files:
-        event["files"] = files
-    return event
-
-
-def reply_text(call) -> str:
-    """All text a posted message shows, with Slack's escaping undone."""
-    parts = [call.params.get("text", "")]
-    for block in call.params.get("blocks") or []:
-        if "text" in block:
-            parts.append(block["text"]["text"])
-        parts += [el.get("text", "") for el in block.get("elements", [])]
-    return unescape("\n".join(parts))
 
 
 # -- the conversation ------------------------------------------------------------------------
@@ -610,7 +538,7 @@ def test_no_match_is_a_plain_statement_with_suggestions():
 
 
 def test_slack_markup_becomes_the_typed_text():
-    from kb.doors.slack.bot import slack_to_plain
+    from kb.doors.slack.plumbing import slack_to_plain
 
     typed = slack_to_plain(
         f"<@{BOT_USER}> see <#C1|general> &lt;hostname&gt; &amp;&amp; <https://x.org/a|the doc> ```NCCL WARN```"
@@ -718,7 +646,7 @@ def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeyp
 @pytest.fixture
 def small_http_server(stub, seeds_kb):
     """A fresh HTTP-mode host with a 1 s timeout for a request's head (not yet serving)."""
-    from servers import slack_http
+    from helpers import slack_http
 
     from kb.doors.slack.bot import SlackBot
 

@@ -9,52 +9,24 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import random
 import shutil
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from servers import kb_serve
+from helpers import HCCL_LINE, NCCL_LINE, call, kb_server, training_log
 
 from ingest.entry import Entry
 
 pytestmark = pytest.mark.slow
 
-HCCL_LINE = "Init plugin so failed, ret = 1343225860"
-NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
-
 
 # ---------------------------------------------------------------------------------------------
 # A real server
 # ---------------------------------------------------------------------------------------------
-@contextmanager
-def kb_server(index: Path, log_path: Path, startup_s: float = 150.0, env: dict[str, str] | None = None):
-    """`kb serve --index INDEX` on 127.0.0.1 and a free port; yields the base URL once healthy."""
-    with kb_serve(index, log_path, env=env, startup_s=startup_s) as server:
-        yield server.base
-
-
-def call(base: str, method: str, path: str, body=None, raw: bytes | None = None, headers=None):
-    """(status, parsed JSON or text, headers) for one request; 4xx/5xx are returned, not raised."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
-    if data is not None and "Content-Type" not in (headers or {}):
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            status, text, hdrs = r.status, r.read().decode(), r.headers
-    except urllib.error.HTTPError as e:
-        status, text, hdrs = e.code, e.read().decode(), e.headers
-    if hdrs.get("content-type", "").startswith("application/json"):
-        return status, json.loads(text), hdrs
-    return status, text, hdrs
 
 
 @pytest.fixture(scope="module")
@@ -74,24 +46,6 @@ def server(live_index, gradio_tmp, tmp_path_factory):
     log = tmp_path_factory.mktemp("web-log") / "serve.log"
     with kb_server(live_index, log, env={"GRADIO_TEMP_DIR": str(gradio_tmp)}) as base:
         yield base
-
-
-def noisy_log(key_lines: list[str], n: int = 200, seed: int = 3) -> str:
-    """n lines of healthy training chatter with the error at the end, as people paste them."""
-    r = random.Random(seed)
-    lines = [
-        r.choice(
-            [
-                f"I0510 09:{r.randint(10, 59)}:{r.randint(10, 59)}.{r.randint(100000, 999999)} {r.randint(1000, 9999)} "
-                f"trainer.py:{r.randint(10, 400)}] epoch 0 step {i} loss {r.random():.4f}",
-                f"[INFO] ME({r.randint(1000, 99999)}:1,MainProcess):2024-05-10-09:31:{r.randint(10, 59)} "
-                f"[mindspore/train/callback.py:{r.randint(10, 900)}] step {i} done",
-                f"LAUNCH INFO 2024-05-10 09:31:0{r.randint(0, 9)},{r.randint(100, 999)} Pod {r.randint(0, 3)} status RUNNING",
-            ]
-        )
-        for i in range(n - len(key_lines))
-    ]
-    return "\n".join(lines + key_lines)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +72,7 @@ def test_search_matches_search_json(server, seeds_kb):
 def test_ask_noisy_log_matches_ask_json(server, seeds_kb):
     from kb.schema import ask_json
 
-    log = noisy_log(
+    log = training_log(
         ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', NCCL_LINE]
     )
     status, body, _ = call(server, "POST", "/api/ask", {"query": log})

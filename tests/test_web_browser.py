@@ -3,28 +3,12 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_web_api import HCCL_LINE, NCCL_LINE, kb_server, noisy_log
+from helpers import ANSWERED, CHROMIUM, HCCL_LINE, NCCL_LINE, browser_page, kb_server, training_log
 
-from kb.doors.web.render import UI
-
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = Path(__file__).resolve().parents[1] / "eval" / "results" / "web_answer.png"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,35 +16,6 @@ pytestmark = [
         not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium chromium-driver"
     ),
 ]
-
-
-@contextmanager
-def browser_page(url: str):
-    """A fresh headless chromium profile on `url`; fails if the page fetched anything elsewhere."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    profile = tempfile.mkdtemp(prefix="kb-chromium-")
-    outside: list[str] = []
-    try:
-        with sync_api.sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(
-                profile,
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=ARGS,
-                viewport={"width": 1440, "height": 1200},
-                locale="en-US",
-            )
-            ctx.set_default_timeout(30_000)
-            ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
-            tab = ctx.new_page()
-            tab.on("request", lambda r: None if r.url.startswith((url, "data:")) else outside.append(r.url))
-            tab.goto(url)
-            tab.wait_for_selector("#kb-query textarea")
-            yield tab
-            ctx.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert outside == [], f"the page fetched from outside the server: {outside[:5]}"
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +30,6 @@ def page(page_url):
         yield tab
 
 
-# The last answer is complete: no "searching" placeholder (either language), no streaming cursor.
-ANSWERED = (
-    "n => { const m = document.querySelectorAll('#kb-chat .bot-row'); if (m.length < n) return false;"
-    " const t = m[m.length - 1].innerText;"
-    f" return !{json.dumps([UI['en']['thinking'], UI['zh']['thinking']])}.some(p => t.includes(p))"
-    " && !t.includes('▌'); }"
-)
-
-
 def _ask(page, text: str, n_answers: int) -> str:
     """Type/fill `text`, press Enter, wait for answer number `n_answers`; its text."""
     page.fill("#kb-query textarea", text)
@@ -94,7 +40,7 @@ def _ask(page, text: str, n_answers: int) -> str:
 
 def test_paste_log_answer_command_citation_panel(page):
     # 1. A noisy 200-line NCCL log: the answer names the NCCL error(2) entry.
-    nccl = noisy_log(
+    nccl = training_log(
         ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', NCCL_LINE]
     )
     assert len(nccl.splitlines()) == 200
@@ -108,7 +54,7 @@ def test_paste_log_answer_command_citation_panel(page):
     page.click("#kb-clear")
     page.wait_for_function("() => document.querySelectorAll('#kb-chat .bot-row').length === 0")
     key = f"[ERROR] HCCL(12345,python):2024-05-10-09:31:02.114 [hccl_plugin.cc:88] {HCCL_LINE}"
-    hccl = noisy_log([key], n=5000, seed=5)
+    hccl = training_log([key], n=5000, seed=5)
     page.evaluate("text => navigator.clipboard.writeText(text)", hccl)
     page.click("#kb-query textarea")
     page.keyboard.press("Control+V")

@@ -172,10 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _add_core_commands(sub)
+    _add_eval_command(sub)
+    _add_server_commands(sub)
+    return p
 
-    def add_index(sp):
-        sp.add_argument("--index", help="index folder (default: KB_INDEX, kb.toml, else the bundled KB)")
 
+def _add_index(sp) -> None:
+    sp.add_argument("--index", help="index folder (default: KB_INDEX, kb.toml, else the bundled KB)")
+
+
+def _add_core_commands(sub) -> None:
+    add_index = _add_index
     sp = sub.add_parser("ingest", help="parse FAQ markdown and (re)build an index")
     sp.add_argument(
         "paths", nargs="*", help="folders or files (.md .markdown .txt); default: the index's sources"
@@ -206,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_index(sp)
     sp.set_defaults(func=cmd_stats)
 
+
+def _add_eval_command(sub) -> None:
+    add_index = _add_index
     sp = sub.add_parser("eval", help="measure retrieval quality on a gold set (Hit@k, MRR, nDCG, abstention)")
     sp.add_argument("gold", nargs="+", help="gold set(s), JSONL")
     add_index(sp)
@@ -225,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.set_defaults(func=_lazy("evaluation.run", "eval_command"))
 
+
+def _add_server_commands(sub) -> None:
+    add_index = _add_index
     sp = sub.add_parser("serve", help="web chat (Gradio) and JSON API on one server")
     add_index(sp)
     sp.add_argument("--host", help="bind address (default 127.0.0.1; anything else is exposed)")
@@ -240,7 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--host", help="HTTP mode's bind address (default 127.0.0.1)")
     sp.add_argument("--port", type=int, help="HTTP mode's port (default 3000)")
     sp.set_defaults(func=_lazy("kb.doors.host.app", "slack_command"))
-    return p
 
 
 def _lazy(module: str, function: str):

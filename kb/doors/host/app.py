@@ -122,7 +122,8 @@ def slack_command(args, settings: Settings) -> int:
     """`kb slack`: the bot in Socket Mode, or in HTTP mode on this host."""
     from ...progress import ProgressBar
     from ...service import KnowledgeBase
-    from ..slack.bot import SlackBot, read_tokens
+    from ..slack.bot import SlackBot
+    from ..slack.plumbing import read_tokens
     from .logs import configure_logging
 
     mode = args.mode or ("socket" if os.environ.get("SLACK_APP_TOKEN") else "http")

@@ -17,17 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import threading
-import time
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from html import unescape
 
 from ...errors import KbError
 from ..host.live import LiveKb
 from .files import read_file
+from .plumbing import Seen, TrackingExecutor, bolt_logger, slack_to_plain
 
 log = logging.getLogger("kb.slack")
 
@@ -46,122 +40,6 @@ USAGE = {
 
 
 # -- tokens ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tokens:
-    bot: str
-    app: str = ""  # Socket Mode only
-    signing_secret: str = ""  # HTTP mode only
-
-
-def read_tokens(mode: str) -> Tokens:
-    """Tokens from the environment only (never from kb.toml), with an error naming what is missing."""
-    need = (
-        ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")
-        if mode == "socket"
-        else ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET")
-    )
-    missing = [name for name in need if not os.environ.get(name, "").strip()]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        raise KbError(
-            f"{' and '.join(missing)} {verb} not set; {mode} mode needs {' and '.join(need)} in the environment "
-            "(create the app from slack/manifest.yml; the README's Slack section says where each value is)"
-        )
-    env = {name: os.environ[name].strip() for name in need}
-    if mode == "socket" and not env["SLACK_APP_TOKEN"].startswith("xapp-"):
-        raise KbError(
-            "SLACK_APP_TOKEN must be an app-level token (xapp-...) with the connections:write scope "
-            "(Basic Information > App-Level Tokens)"
-        )
-    return Tokens(
-        bot=env["SLACK_BOT_TOKEN"],
-        app=env.get("SLACK_APP_TOKEN", ""),
-        signing_secret=env.get("SLACK_SIGNING_SECRET", ""),
-    )
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-
-class _Seen:
-    """Keys seen in the last `ttl` seconds: Slack redelivers an event (X-Slack-Retry-Num) when our
-    acknowledgement was late or lost, and may send a message as both app_mention and message.im."""
-
-    def __init__(self, ttl: float = 3600.0, cap: int = 20000) -> None:
-        self.ttl, self.cap = ttl, cap
-        self._keys: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def first_time(self, *keys: str) -> bool:
-        keys = tuple(k for k in keys if k)
-        now = time.monotonic()
-        with self._lock:
-            while self._keys and (
-                len(self._keys) > self.cap or next(iter(self._keys.values())) < now - self.ttl
-            ):
-                self._keys.popitem(last=False)
-            if any(k in self._keys for k in keys):
-                return False
-            for k in keys:
-                self._keys[k] = now
-            return True
-
-
-class _TrackingExecutor(ThreadPoolExecutor):
-    """bolt's listener executor, counting work in flight so shutdown (and tests) can wait for it."""
-
-    def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix="kb-slack")
-        self._pending: set = set()
-        self._pending_lock = threading.Lock()
-
-    def submit(self, fn, /, *args, **kwargs):
-        future = super().submit(fn, *args, **kwargs)
-        with self._pending_lock:
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _forget(self, future) -> None:
-        with self._pending_lock:
-            self._pending.discard(future)
-
-    def wait_idle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._pending_lock:
-                pending = list(self._pending)
-            left = deadline - time.monotonic()
-            if not pending:
-                return True
-            if left <= 0:
-                return False
-            wait(pending, timeout=left)
-
-
-_MENTION = re.compile(r"<([@#!])([^>|]*)(?:\|([^>]*))?>")
-_LINK = re.compile(r"<((?:https?|mailto):[^>|]+)(?:\|([^>]*))?>")
-
-
-def slack_to_plain(text: str) -> str:
-    """Slack message markup -> the text the user typed: mentions dropped, links unwrapped,
-    &amp;/&lt;/&gt; decoded (a log line like `<hostname>` arrives as `&lt;hostname&gt;`)."""
-    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
-    # <@U123> and <!here> are dropped; <#C123|general> keeps the channel name.
-    text = _MENTION.sub(lambda m: "#" + m.group(3) if m.group(1) == "#" and m.group(3) else "", text)
-    text = text.replace("```", "\n")
-    return unescape(text).strip()
-
-
-def _bolt_logger() -> logging.Logger:
-    """bolt's log, minus a warning it gives whenever SLACK_BOT_TOKEN is set and a client is passed
-    (we pass the client to get the 429 and 5xx retry handlers; the token is the same one)."""
-    logger = logging.getLogger("kb.slack.bolt")
-    if not logger.filters:
-        logger.addFilter(lambda record: "`token` will be unused" not in record.getMessage())
-    return logger
 
 
 # -- the bot ---------------------------------------------------------------------------------
@@ -185,7 +63,7 @@ class SlackBot:
         client=None,
         max_workers: int = 4,
     ) -> None:
-        from slack_bolt import App, BoltResponse
+        from slack_bolt import App
         from slack_bolt.error import BoltError
         from slack_sdk import WebClient
         from slack_sdk.http_retry.builtin_handlers import (
@@ -204,10 +82,10 @@ class SlackBot:
         ):
             if not any(isinstance(h, type(handler)) for h in self.client.retry_handlers):
                 self.client.retry_handlers.append(handler)
-        self.executor = _TrackingExecutor(max_workers)
-        self._seen_events = _Seen()
-        self._seen_messages = _Seen()
-        self._seen_signatures = _Seen(ttl=REPLAY_WINDOW_S)
+        self.executor = TrackingExecutor(max_workers)
+        self._seen_events = Seen()
+        self._seen_messages = Seen()
+        self._seen_signatures = Seen(ttl=REPLAY_WINDOW_S)
         try:
             # auth.test runs here: a wrong SLACK_BOT_TOKEN fails now, with a message, not on the first event.
             self.app = App(
@@ -215,10 +93,18 @@ class SlackBot:
                 signing_secret=signing_secret,
                 listener_executor=self.executor,
                 name="kb",
-                logger=_bolt_logger(),
+                logger=bolt_logger(),
             )
         except BoltError as e:
             raise KbError(f"Slack did not accept SLACK_BOT_TOKEN: {e}") from e
+
+        self._add_middleware()
+        self.app.event("app_mention")(self._on_event)
+        self.app.event("message")(self._on_message)
+        self.app.command("/kb")(self._on_command)
+
+    def _add_middleware(self) -> None:
+        from slack_bolt import BoltResponse
 
         def drop_redeliveries(body, next):  # noqa: A002 - bolt passes middleware arguments by name
             if body.get("event_id") and not self._seen_events.first_time("event:" + body["event_id"]):
@@ -238,9 +124,6 @@ class SlackBot:
 
         self.app.use(drop_replays)
         self.app.use(drop_redeliveries)
-        self.app.event("app_mention")(self._on_event)
-        self.app.event("message")(self._on_message)
-        self.app.command("/kb")(self._on_command)
 
     # -- listeners ---------------------------------------------------------------------------
     def _on_message(self, event, context) -> None:
@@ -407,4 +290,4 @@ class SlackBot:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["SlackBot", "Tokens", "read_tokens", "slack_to_plain"]
+__all__ = ["SlackBot"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ...errors import KbError
 from ..host.body import read_limited, too_large
-from .bot import SlackBot, read_tokens
+from .bot import SlackBot
+from .plumbing import read_tokens
 
 EVENTS_PATH = "/slack/events"
 MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB

@@ -133,40 +133,47 @@ def bench_size(n: int, args, env: dict) -> dict:
     result["search"] = _child("search", env, index=str(index), runs=args.runs, recall=True)
 
     if "reingest" not in args.skip:
-        _log(f"size {n}: re-ingest after editing one file")
-        samples = []
-        for revert in (False, True):
-            doc = _edit_one_file(corpus, revert)
-            samples.append(_child("ingest", env, corpus=str(corpus), index=str(index)))
-        result["reingest"] = {
-            "edited": doc,
-            "process_wall_seconds": statistics.median(s["process_wall_seconds"] for s in samples),
-            "seconds": statistics.median(s["seconds"] for s in samples),
-            "embedded": [s["embedded"] for s in samples],
-            "stages": {k: statistics.median(s["stages"][k] for s in samples) for k in samples[0]["stages"]},
-        }
-
+        result["reingest"] = _reingest(n, corpus, index, env)
     if "langchain" not in args.skip:
-        lc_key = f"lc{GENERATOR_VERSION}-{LC_CHUNK_SIZE}-{LC_CHUNK_OVERLAP}"
-        if (
-            "langchain" in args.rebuild
-            or builds.get("langchain", {}).get("key") != lc_key
-            or not (lc / "index.faiss").exists()
-        ):
-            _log(f"size {n}: building the LangChain recipe")
-            builds["langchain"] = {
-                "key": lc_key,
-                "built": time.strftime("%Y-%m-%d %H:%M"),
-                "load": os.getloadavg(),
-                **_child("lc-build", env, corpus=str(corpus), folder=str(lc)),
-            }
-            builds_path.write_text(json.dumps(builds))
-        _log(f"size {n}: LangChain search")
-        result["langchain"] = {
-            "ingest": builds["langchain"],
-            "search": _child("lc-search", env, folder=str(lc), runs=args.runs),
-        }
+        result["langchain"] = _langchain(n, args, env, corpus, lc, builds, builds_path)
     return result
+
+
+def _reingest(n: int, corpus: Path, index: Path, env: dict) -> dict:
+    _log(f"size {n}: re-ingest after editing one file")
+    samples = []
+    for revert in (False, True):
+        doc = _edit_one_file(corpus, revert)
+        samples.append(_child("ingest", env, corpus=str(corpus), index=str(index)))
+    return {
+        "edited": doc,
+        "process_wall_seconds": statistics.median(s["process_wall_seconds"] for s in samples),
+        "seconds": statistics.median(s["seconds"] for s in samples),
+        "embedded": [s["embedded"] for s in samples],
+        "stages": {k: statistics.median(s["stages"][k] for s in samples) for k in samples[0]["stages"]},
+    }
+
+
+def _langchain(n: int, args, env: dict, corpus: Path, lc: Path, builds: dict, builds_path: Path) -> dict:
+    lc_key = f"lc{GENERATOR_VERSION}-{LC_CHUNK_SIZE}-{LC_CHUNK_OVERLAP}"
+    if (
+        "langchain" in args.rebuild
+        or builds.get("langchain", {}).get("key") != lc_key
+        or not (lc / "index.faiss").exists()
+    ):
+        _log(f"size {n}: building the LangChain recipe")
+        builds["langchain"] = {
+            "key": lc_key,
+            "built": time.strftime("%Y-%m-%d %H:%M"),
+            "load": os.getloadavg(),
+            **_child("lc-build", env, corpus=str(corpus), folder=str(lc)),
+        }
+        builds_path.write_text(json.dumps(builds))
+    _log(f"size {n}: LangChain search")
+    return {
+        "ingest": builds["langchain"],
+        "search": _child("lc-search", env, folder=str(lc), runs=args.runs),
+    }
 
 
 def bench_cold(args, env: dict) -> dict:
@@ -224,7 +231,7 @@ def machine() -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -251,7 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help="comma-separated: langchain,cold,reingest")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("worker_args", nargs="?", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.worker:
         print(json.dumps(WORKERS[args.worker](**json.loads(args.worker_args or "{}"))))
         return 0

@@ -108,9 +108,49 @@ def _mean(groups: list[dict], path: tuple[str, ...], key: str) -> float | None:
     return round(statistics.mean(vals), 4) if vals else None
 
 
+def _fold_rows(cv: dict, groups) -> list[str]:
+    folds = cv["folds"]
+    lines = []
+    pooled = cv["repeats"][0]
+    for label, path in groups:
+        node = pooled
+        for p in path:
+            node = node.get(p, {})
+        if not node:
+            continue
+        cells = []
+        keys = ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention", "ranking_hit@1")
+        for key in (*keys, "unanswerable_matched", "match_precision"):
+            v = _mean(folds, path, key)
+            cells.append("-" if v is None else f"{v:.3f}")
+        lines.append(f"| {label} | {node['queries']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _model_rows(model: dict) -> list[str]:
+    th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
+    lines = [
+        "",
+        "## The committed model",
+        "",
+        f"Thresholds on the gate's probability, by query shape: {th}.",
+        "",
+    ]
+    lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
+    ]
+    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
+    ]
+    return lines
+
+
 def render(report: dict) -> str:
     cv = report["cv"]
-    folds = cv["folds"]
     data = ", ".join(f"{s['set']} ({s['rows']} rows)" for s in report["sources"])
     lines = [
         "# Ranking model and no-match gate: cross-validated on real posts",
@@ -133,19 +173,7 @@ def render(report: dict) -> str:
               ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
               ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
               ("partial", ("by_kind", "partial"))]  # fmt: skip
-    pooled = cv["repeats"][0]
-    for label, path in groups:
-        node = pooled
-        for p in path:
-            node = node.get(p, {})
-        if not node:
-            continue
-        cells = []
-        keys = ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention", "ranking_hit@1")
-        for key in (*keys, "unanswerable_matched", "match_precision"):
-            v = _mean(folds, path, key)
-            cells.append("-" if v is None else f"{v:.3f}")
-        lines.append(f"| {label} | {node['queries']} | " + " | ".join(cells) + " |")
+    lines += _fold_rows(cv, groups)
     ins = report["in_sample"]
     lines += [
         "",
@@ -163,25 +191,7 @@ def render(report: dict) -> str:
                 f"| {label} | {node.get('hit@1') or 0:.3f} | {node.get('hit@5') or 0:.3f} | "
                 f"{node.get('abstention') or 0:.3f} | {node.get('false_abstention') or 0:.3f} |"
             )
-    model = report["model"]
-    th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
-    lines += [
-        "",
-        "## The committed model",
-        "",
-        f"Thresholds on the gate's probability, by query shape: {th}.",
-        "",
-    ]
-    lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
-    lines += [
-        f"| {f} | {w:+.3f} |"
-        for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
-    ]
-    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
-    lines += [
-        f"| {f} | {w:+.3f} |"
-        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
-    ]
+    lines += _model_rows(report["model"])
     return "\n".join(lines) + "\n"
 
 

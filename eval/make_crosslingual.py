@@ -51,6 +51,19 @@ def question_lines(corpus: Path, pairs: list[dict]) -> dict[tuple[str, str, str]
     return found
 
 
+def _row(
+    p: dict, query_lang: str, lang: str, expected: list[dict], kind: str = "question", suffix: str = ""
+) -> dict:
+    return {
+        "id": f"{p['id']}/{suffix or query_lang + '2' + lang}",
+        "query": p[query_lang]["question"],
+        "lang": query_lang,
+        "kind": kind,
+        "direction": f"{query_lang}->{lang}",
+        "expected": expected,
+    }
+
+
 def build_sets(shared: Path) -> dict[str, list[dict]]:
     pairs = [
         json.loads(line)
@@ -81,38 +94,11 @@ def build_sets(shared: Path) -> dict[str, list[dict]]:
     en2zh = [{"meta": {"name": "crosslingual en->zh (zh indexed)", "kb": META, "langs": ["zh"]}}]
     both = [{"meta": {"name": "crosslingual own-language first (zh+en indexed)", "kb": META}}]
     for p in pairs:
-        zh2en.append(
-            {
-                "id": f"{p['id']}/zh2en",
-                "query": p["zh"]["question"],
-                "lang": "zh",
-                "kind": "question",
-                "direction": "zh->en",
-                "expected": items(p, "zh", "en"),
-            }
-        )
-        en2zh.append(
-            {
-                "id": f"{p['id']}/en2zh",
-                "query": p["en"]["question"],
-                "lang": "en",
-                "kind": "question",
-                "direction": "en->zh",
-                "expected": items(p, "en", "zh"),
-            }
-        )
+        zh2en.append(_row(p, "zh", "en", items(p, "zh", "en")))
+        en2zh.append(_row(p, "en", "zh", items(p, "en", "zh")))
         for own, other in (("zh", "en"), ("en", "zh")):
-            both.append(
-                {
-                    "id": f"{p['id']}/{own}",
-                    "query": p[own]["question"],
-                    "lang": own,
-                    "kind": "own-language",
-                    "direction": f"{own}->{own}",
-                    "expected": items(p, own, own),
-                    "translation": items(p, own, other),
-                }
-            )
+            row = _row(p, own, own, items(p, own, own), kind="own-language", suffix=own)
+            both.append({**row, "translation": items(p, own, other)})
     return {
         "crosslingual_zh2en.jsonl": zh2en,
         "crosslingual_en2zh.jsonl": en2zh,

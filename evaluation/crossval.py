@@ -121,16 +121,9 @@ def _top_right(ex: Example, faqs) -> bool:
 
 def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None = None):
     """The ranking model, then the gate on what that model ranks first, then the threshold."""
-    from index.ranker import (
-        GATE_FEATURES,
-        SHAPES,
-        RankModel,
-        fit_gate,
-        fit_rank,
-        pick_confident,
-        pick_threshold,
-        query_shape,
-    )
+    from index.ranker import GATE_FEATURES, SHAPES, RankModel, query_shape
+
+    from .fitting import fit_gate, fit_rank, pick_confident, pick_threshold
 
     l2 = L2 if l2 is None else l2
     with_cands = [ex for ex in examples if len(ex.candidates.entries)]

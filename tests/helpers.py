@@ -1,7 +1,7 @@
 """Helpers shared by the tests, in one place: real servers in subprocesses and threads, HTTP
 requests as clients send them, Slack requests as Slack signs them, pastes as people make them,
-the browser, and the fake embedder for unit tests of the seams (the real model stays in the
-integration tests). Stand-ins for outside services live beside it: openai_stub.py, slack_stub.py.
+and the browser. Stand-ins live beside it: fakes.py (the fake embedder for unit tests of the
+seams; the real model stays in the integration tests), openai_stub.py and slack_stub.py.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
 
-import numpy as np
 import pytest
-from slack_stub import BOT_USER, TEAM
+from slack_stub import BOT_USER, TEAM, SlackStub
 
 from kb.doors.web.render import UI
 
@@ -364,34 +363,25 @@ ANSWERED = (
 )
 
 
-# -- the fake embedder ---------------------------------------------------------------------------
-class FakeEmbedder:
-    """A deterministic Embedder (index/seams.py) for unit tests of the seams: a text is the sum
-    of one fixed random unit vector per lower-cased word, normalised, so texts that share words
-    are near and the same text always gives the same vector. No model is loaded."""
+def slack_client(stub: SlackStub, token: str | None = None):
+    from slack_sdk import WebClient
 
-    id = "fake/words-64"
-    dim = 64
+    return WebClient(token=token or stub.token, base_url=stub.api_url)
 
-    def __init__(self) -> None:
-        self.queries: list[str] = []  # what was embedded as a query, in order
-        self.documents: list[str] = []
 
-    def _vector(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for word in text.lower().split():
-            seed = int.from_bytes(hashlib.sha1(word.encode()).digest()[:4], "little")
-            v += np.random.default_rng(seed).normal(size=self.dim).astype(np.float32)
-        norm = float(np.linalg.norm(v))
-        return v / norm if norm else v
+def nccl_entry(kb):
+    return next(e for e in kb.index.entries if e.title == "NCCL error(2)")
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        self.queries.extend(texts)
-        return np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
-    def embed_documents(self, texts: Sequence[str], progress=None) -> np.ndarray:
-        self.documents.extend(texts)
-        out = np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
-        if progress:
-            progress(len(texts), len(texts))
-        return out
+def fence_lines(body: str) -> int:
+    return sum(1 for line in body.split("\n") if line.strip().startswith(("```", "~~~")))
+
+
+def copy_index(seeds_index: Path, tmp_path: Path) -> tuple[Path, str]:
+    index = tmp_path / "index"
+    shutil.copytree(seeds_index, index)
+    return index, manifest(index)["generation"]
+
+
+def manifest(index: Path) -> dict:
+    return json.loads((index / "manifest.json").read_text())

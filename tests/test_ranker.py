@@ -5,18 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from index.ranker import (
-    Linear,
-    ModelError,
-    RankModel,
-    fit_gate,
-    fit_rank,
-    load_model,
-    pick_confident,
-    pick_threshold,
-    query_shape,
-    softmax_by_group,
-)
+from evaluation.fitting import fit_gate, fit_rank, pick_confident, pick_threshold
+from index.ranker import Linear, ModelError, RankModel, load_model, query_shape, softmax_by_group
 
 
 def test_softmax_is_taken_within_each_group():

@@ -120,17 +120,62 @@ def top_title(kind: str, body: dict) -> str | None:
 
 
 # -- the test ------------------------------------------------------------------------------------
+def _expected_answers(port: int) -> dict:
+    """What each short question should get, asked one at a time before the load."""
+    expected = {}
+    for kind in ("search", "ask"):
+        for q in SHORT:
+            status, body = request(port, "POST", f"/api/{kind}", {"query": q})
+            assert status == 200 and top_title(kind, body), (q, body)
+            expected[(kind, q)] = top_title(kind, body)
+    return expected
+
+
+def _rebuild_and_watch(index, port: int, before: dict, stop: float, tally) -> dict:
+    """Rebuild the served index with the real CLI, then watch /api/health for the new
+    generation while the clients keep going."""
+    rebuild = subprocess.run(
+        [sys.executable, "-m", "kb", "ingest", "--index", str(index)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rebuild.returncode == 0, rebuild.stderr
+    new_generation = json.loads((index / "manifest.json").read_text())["generation"]
+    assert new_generation != before["generation"]
+    watch = {"rebuilt_at": time.monotonic(), "seen_at": None, "health_failures": [], "answered_at_swap": None}
+    while time.monotonic() < stop:
+        status, health = request(port, "GET", "/api/health")
+        if status != 200:
+            watch["health_failures"].append(status)
+        elif watch["seen_at"] is None and health["generation"] == new_generation:
+            watch["seen_at"] = time.monotonic()
+            watch["answered_at_swap"] = tally.answered
+        time.sleep(0.5)
+    return watch
+
+
+def _report(tally, elapsed: float, started: float, watch: dict, rss_before: int, rss_after: int) -> None:
+    n = tally.answered
+    lat = tally.latencies["search"] + tally.latencies["ask"]
+    print(
+        f"\n{CLIENTS} clients x {elapsed:.0f}s: {n} requests ({n / elapsed:.1f}/s), "
+        f"{len(tally.latencies['search'])} search / {len(tally.latencies['ask'])} ask; "
+        f"latency p50 {percentile(lat, 0.5) * 1000:.0f} ms, p95 {percentile(lat, 0.95) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
+        f"(search p95 {percentile(tally.latencies['search'], 0.95) * 1000:.0f} ms, "
+        f"ask p95 {percentile(tally.latencies['ask'], 0.95) * 1000:.0f} ms)\n"
+        f"rebuild took {watch['rebuilt_at'] - started - LOAD_SECONDS / 3:.1f}s; new generation served "
+        f"{(watch['seen_at'] or float('nan')) - watch['rebuilt_at']:.1f}s after it landed; "
+        f"server RSS {rss_before / 1024:.0f} -> {rss_after / 1024:.0f} MiB "
+        f"({(rss_after - rss_before) * 1024 / max(n, 1):.0f} bytes/request)"
+    )
+
+
 def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(seeds_index, index)
     with kb_serve(index, tmp_path / "serve.log") as srv:
-        # What each short question should get, asked one at a time before the load.
-        expected = {}
-        for kind in ("search", "ask"):
-            for q in SHORT:
-                status, body = request(srv.port, "POST", f"/api/{kind}", {"query": q})
-                assert status == 200 and top_title(kind, body), (q, body)
-                expected[(kind, q)] = top_title(kind, body)
+        expected = _expected_answers(srv.port)
         _, before = request(srv.port, "GET", "/api/health")
         warm = Tally()
         client(99, srv.port, expected, time.monotonic() + 3, warm)  # fill the caches once
@@ -145,30 +190,8 @@ def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
         ]
         for t in threads:
             t.start()
-
-        # A third of the way in, rebuild the served index with the real CLI, then watch
-        # /api/health for the new generation while the clients keep going.
-        time.sleep(LOAD_SECONDS / 3)
-        rebuild = subprocess.run(
-            [sys.executable, "-m", "kb", "ingest", "--index", str(index)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert rebuild.returncode == 0, rebuild.stderr
-        new_generation = json.loads((index / "manifest.json").read_text())["generation"]
-        assert new_generation != before["generation"]
-        rebuilt_at = time.monotonic()
-        seen_at = None
-        health_failures = []
-        while time.monotonic() < stop:
-            status, health = request(srv.port, "GET", "/api/health")
-            if status != 200:
-                health_failures.append(status)
-            elif seen_at is None and health["generation"] == new_generation:
-                seen_at = time.monotonic()
-                answered_at_swap = tally.answered
-            time.sleep(0.5)
+        time.sleep(LOAD_SECONDS / 3)  # a third of the way in, the rebuild
+        watch = _rebuild_and_watch(index, srv.port, before, stop, tally)
         for t in threads:
             t.join(timeout=180)
         elapsed = time.monotonic() - started
@@ -176,25 +199,14 @@ def test_twenty_clients_with_a_rebuild_in_the_middle(seeds_index, tmp_path):
         log = srv.log.read_text()
 
     n = tally.answered
-    lat = tally.latencies["search"] + tally.latencies["ask"]
-    print(
-        f"\n{CLIENTS} clients x {elapsed:.0f}s: {n} requests ({n / elapsed:.1f}/s), "
-        f"{len(tally.latencies['search'])} search / {len(tally.latencies['ask'])} ask; "
-        f"latency p50 {percentile(lat, 0.5) * 1000:.0f} ms, p95 {percentile(lat, 0.95) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
-        f"(search p95 {percentile(tally.latencies['search'], 0.95) * 1000:.0f} ms, "
-        f"ask p95 {percentile(tally.latencies['ask'], 0.95) * 1000:.0f} ms)\n"
-        f"rebuild took {rebuilt_at - started - LOAD_SECONDS / 3:.1f}s; new generation served "
-        f"{(seen_at or float('nan')) - rebuilt_at:.1f}s after it landed; "
-        f"server RSS {rss_before / 1024:.0f} -> {rss_after / 1024:.0f} MiB "
-        f"({(rss_after - rss_before) * 1024 / max(n, 1):.0f} bytes/request)"
-    )
+    _report(tally, elapsed, started, watch, rss_before, rss_after)
     assert tally.errors == [], tally.errors[:10]
     assert tally.sent == tally.answered  # nothing dropped
     assert tally.wrong == [], tally.wrong[:10]
     assert n >= CLIENTS * 10, n
-    assert health_failures == []
-    assert seen_at is not None, "the rebuilt index was not picked up"
-    assert tally.answered > answered_at_swap  # requests kept succeeding after the swap
+    assert watch["health_failures"] == []
+    assert watch["seen_at"] is not None, "the rebuilt index was not picked up"
+    assert tally.answered > watch["answered_at_swap"]  # requests kept succeeding after the swap
     # One shared index: memory grows by a bounded cache, not by a copy per request.
     assert rss_after - rss_before < 200 * 1024, (rss_before, rss_after)
     assert (rss_after - rss_before) * 1024 / n < 64 * 1024

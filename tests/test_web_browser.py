@@ -38,6 +38,30 @@ def _ask(page, text: str, n_answers: int) -> str:
     return page.locator("#kb-chat .bot-row").nth(n_answers - 1).inner_text()
 
 
+def _open_citation_and_take_the_picture(page, bot) -> None:
+    bot.locator("a", has_text="[1]").first.click()
+    entry = page.locator("#kb-entry .kb-entry")
+    entry.wait_for()
+    assert HCCL_LINE in entry.locator(".kb-entry-title").inner_text()
+    assert "001_6befd99b7fbb14ab.txt:5-7" in entry.locator(".kb-entry-meta").inner_text()
+    assert "ASCEND_SLOG_PRINT_TO_STDOUT" in entry.locator(".kb-entry-body").first.inner_text()
+    translation = entry.locator(".kb-translation")
+    assert (
+        "Chinese version" in translation.inner_text()
+        and "1343225860" in translation.locator("h4").inner_text()
+    )
+    assert page.url.rstrip("/") + "/" == page.url  # the link opened in the panel, not as a new page
+    page.wait_for_timeout(1100)  # let the panel's highlight fade before the picture
+    # Scroll the chat so the picture shows the end of the pasted log just above the answer.
+    page.evaluate(
+        "() => { const w = document.querySelector('#kb-chat .bubble-wrap');"
+        " const a = document.querySelector('#kb-chat .bot-row');"
+        " if (w && a) w.scrollTop += a.getBoundingClientRect().top - w.getBoundingClientRect().top - 110; }"
+    )
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
+
+
 def test_paste_log_answer_command_citation_panel(page):
     # 1. A noisy 200-line NCCL log: the answer names the NCCL error(2) entry.
     nccl = training_log(
@@ -71,27 +95,7 @@ def test_paste_log_answer_command_citation_panel(page):
     assert block.locator("button.copy_code_button").count() == 1
 
     # 3. Citation [1] opens the cited entry, with its Chinese version, in the side panel.
-    bot.locator("a", has_text="[1]").first.click()
-    entry = page.locator("#kb-entry .kb-entry")
-    entry.wait_for()
-    assert HCCL_LINE in entry.locator(".kb-entry-title").inner_text()
-    assert "001_6befd99b7fbb14ab.txt:5-7" in entry.locator(".kb-entry-meta").inner_text()
-    assert "ASCEND_SLOG_PRINT_TO_STDOUT" in entry.locator(".kb-entry-body").first.inner_text()
-    translation = entry.locator(".kb-translation")
-    assert (
-        "Chinese version" in translation.inner_text()
-        and "1343225860" in translation.locator("h4").inner_text()
-    )
-    assert page.url.rstrip("/") + "/" == page.url  # the link opened in the panel, not as a new page
-    page.wait_for_timeout(1100)  # let the panel's highlight fade before the picture
-    # Scroll the chat so the picture shows the end of the pasted log just above the answer.
-    page.evaluate(
-        "() => { const w = document.querySelector('#kb-chat .bubble-wrap');"
-        " const a = document.querySelector('#kb-chat .bot-row');"
-        " if (w && a) w.scrollTop += a.getBoundingClientRect().top - w.getBoundingClientRect().top - 110; }"
-    )
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT))
+    _open_citation_and_take_the_picture(page, bot)
 
     # 4. A follow-up keeps the conversation's context (on its own it matches nothing).
     follow = _ask(page, "What if I run it inside Docker?", 2)

@@ -1,0 +1,73 @@
+"""kb/present.py decides what an answer shows; the terminal, the chat and Slack only format it.
+The drift this removed: suggestions in the reader's language only on the web, line anchors only
+in Slack, the other-language version only in Slack, a command repeated under the LLM's answer
+only outside the web."""
+
+from __future__ import annotations
+
+from index.search import Hit
+from ingest.entry import Entry
+from kb.answer import LABELS, Answer, Citation
+from kb.doors.cli import render_text
+from kb.doors.slack.blocks import answer_messages
+from kb.doors.web.render import render_answer
+from kb.present import CAUTION, present
+
+BASE = "https://docs.example.org/kb"
+
+
+def entry(n: int, lang: str = "en", translation: str | None = None) -> Entry:
+    return Entry(
+        id=f"{lang}{n}", content_hash="h", doc=f"nccl/{lang}/faq.md", lang=lang, title=f"{lang} title {n}",
+        heading_path=(), body="b", start_line=10 * n, end_line=10 * n + 5, translation=translation,
+    )  # fmt: skip
+
+
+def hit(e: Entry, translation: Entry | None) -> Hit:
+    return Hit(e, 1.0, 1, 1, 0.9, None, translation)
+
+
+def slack_text(answer: Answer, lookup=None) -> str:
+    blocks = [b for m in answer_messages(answer, BASE, lookup) for b in m["blocks"]]
+    return "\n".join(b["text"]["text"] if "text" in b else b["elements"][0]["text"] for b in blocks)
+
+
+def test_suggestions_follow_the_readers_language_in_every_door():
+    zh, en = entry(1, "zh", "en1"), entry(1, "en", "zh1")
+    answer = Answer("q", "zh", LABELS["zh"]["no_match"], (), (), True, suggestions=(hit(en, zh),))
+    p = present(answer, BASE)
+    assert [r.entry.id for r in p.suggestions] == ["zh1"] and p.labels is LABELS["zh"]
+    assert "zh title 1" in render_text(answer) and "en title 1" not in render_text(answer)
+    assert "zh title 1" in render_answer(answer) and "en title 1" not in render_answer(answer)
+    assert "zh title 1" in slack_text(answer) and "en title 1" not in slack_text(answer)
+
+
+def test_links_carry_line_anchors_and_the_other_language_is_shown_everywhere():
+    en, zh = entry(2, "en", "zh2"), entry(2, "zh", "en2")
+    answer = Answer("q", "en", "en title 2\n\nfix [1]", ("rm -rf /tmp/x",), (Citation(1, en),), False)
+    lookup = {"zh2": zh}.get
+    p = present(answer, BASE, lookup)
+    assert (
+        p.sources[0].url == f"{BASE}/nccl/en/faq.md#L20-L25"
+        and p.sources[0].location == "nccl/en/faq.md:20-25"
+    )
+    assert p.other_language is not None and p.other_language.entry is zh
+    assert p.commands[0].caution == CAUTION["en"]
+    shown = {
+        "terminal": render_text(answer, BASE, lookup),
+        "chat": render_answer(answer, BASE, lookup),
+        "slack": slack_text(answer, lookup),
+    }
+    for door, text in shown.items():
+        assert LABELS["en"]["other_lang"] in text and "zh title 2" in text, door
+        assert CAUTION["en"] in text and "rm -rf /tmp/x" in text, door
+    assert "#L20-L25" in shown["slack"]
+
+
+def test_a_command_the_model_already_shows_is_not_listed_again():
+    e = entry(3)
+    text = "Source [1] applies [1].\n\n```bash\nnpu-smi info\n```"
+    answer = Answer("q", "en", text, ("npu-smi info", "ls /dev"), (Citation(1, e),), False, mode="llm")
+    assert [c.text for c in present(answer).commands] == ["ls /dev"]
+    assert render_text(answer).count("npu-smi info") == 1
+    assert render_answer(answer).count("npu-smi info") == 1

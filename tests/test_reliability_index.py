@@ -194,7 +194,7 @@ def enospc(path) -> OSError:
 
 
 def _full_in_np_save(mp) -> None:
-    import index.store as store
+    import index.build as store
 
     def save(path, arr, *a, **kw):
         Path(path).write_bytes(b"\x93NUMPY" + b"\0" * 100)  # half a file is on disk, then the disk is full
@@ -204,7 +204,7 @@ def _full_in_np_save(mp) -> None:
 
 
 def _full_at_manifest(mp) -> None:
-    import index.store as store
+    import index.build as store
 
     real = os.replace
 

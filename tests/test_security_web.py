@@ -256,11 +256,12 @@ def test_loopback_and_own_names_are_answered(server, host):
     assert raw(server.port, "GET", "/api/health", headers={"Host": host})[0] == 200
 
 
-def test_allowed_hosts_come_from_the_environment(monkeypatch):
+def test_allowed_hosts_come_from_the_settings(monkeypatch):
+    from kb.config import load_settings
     from kb.doors.host.guard import allowed_hosts
 
     monkeypatch.setenv("KB_ALLOWED_HOSTS", "kb.example.org, Docs.Example.org.")
-    assert {"kb.example.org", "docs.example.org", "localhost"} <= allowed_hosts()
+    assert {"kb.example.org", "docs.example.org", "localhost"} <= allowed_hosts(load_settings().allowed_hosts)
 
 
 def test_api_takes_only_json_bodies(server):

@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import CORPUS, SEEDS, needs_shared
 
+from index.embed import embedder_id
 from index.store import IndexError_, load
 from kb.errors import KbError
 from kb.indexing import ingest
@@ -48,7 +49,7 @@ def test_embedder_mismatch_is_refused_with_rebuild_hint(seeds_index, tmp_path):
     copy = tmp_path / "idx"
     shutil.copytree(seeds_index, copy)
     with pytest.raises(IndexError_, match="kb ingest"):
-        load(copy, embedder_name="sentence-transformers/all-MiniLM-L6-v2")
+        load(copy, embedder_id("sentence-transformers/all-MiniLM-L6-v2"))
 
 
 def test_damaged_index_is_reported(seeds_index, tmp_path):

@@ -53,6 +53,11 @@ class Entry:
     def hash_body(title: str, body: str) -> str:
         return _digest(title, body)
 
+    @property
+    def location(self) -> str:
+        """`doc:start-end`, the label every door and the LLM prompt give an entry's lines."""
+        return f"{self.doc}:{self.start_line}-{self.end_line}"
+
     def with_translation(self, other_id: str | None) -> Entry:
         return replace(self, translation=other_id)
 

@@ -46,7 +46,7 @@ class Citation:
     entry: Entry
 
     def label(self) -> str:
-        return f"[{self.n}] {self.entry.doc}:{self.entry.start_line}-{self.entry.end_line} {self.entry.title}"
+        return f"[{self.n}] {self.entry.location} {self.entry.title}"
 
 
 @dataclass(frozen=True)

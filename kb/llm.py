@@ -105,7 +105,7 @@ def build_messages(
         blocks.append(
             f"<<<SOURCE [{n}] {tag}>>>\n"
             f"title: {e.title.replace(tag, '')}\n"
-            f"location: {e.doc}:{e.start_line}-{e.end_line}\n"
+            f"location: {e.location}\n"
             f"language: {'Chinese' if e.lang == 'zh' else 'English'}\n"
             f"---\n{body}\n"
             f"<<<END SOURCE [{n}] {tag}>>>"

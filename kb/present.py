@@ -29,11 +29,6 @@ CAUTION = {
 Lookup = Callable[[str], Entry | None]  # entry id -> entry (KnowledgeBase.entry)
 
 
-def location(entry: Entry) -> str:
-    """`doc:start-end`, the label every door gives an entry's source lines."""
-    return f"{entry.doc}:{entry.start_line}-{entry.end_line}"
-
-
 def entry_url(base_url: str, entry: Entry) -> str:
     """The entry's lines in the published documents (`docs_base_url`), "" when none is set."""
     if not base_url:
@@ -94,7 +89,7 @@ def reader_language(text: str, lang: str | None = None) -> str:
 
 
 def _ref(entry: Entry, base_url: str, n: int | None = None) -> Ref:
-    return Ref(entry, location(entry), entry_url(base_url, entry), n)
+    return Ref(entry, entry.location, entry_url(base_url, entry), n)
 
 
 def _other_language(answer: Answer, lookup: Lookup | None) -> Entry | None:

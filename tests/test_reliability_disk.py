@@ -10,8 +10,10 @@ import sys
 import time
 
 import pytest
-from conftest import SEEDS
+from conftest import SEEDS, needs_shared
 from helpers import HCCL_LINE, copy_index, manifest
+
+pytestmark = [pytest.mark.slow, needs_shared]
 
 FULL_DISK_SCRIPT = r"""
 import json, os, shutil, subprocess, sys

@@ -16,6 +16,8 @@ from conftest import NCCL_Q, SECRETS, assert_no_secret
 from helpers import raw
 from slack_stub import Call, SlackStub
 
+pytestmark = pytest.mark.slow
+
 
 def test_kb_slack_failing_to_reach_slack_does_not_echo_the_tokens(evil_index):
     """No network here: auth.test fails. The error says so, without the tokens."""

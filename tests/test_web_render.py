@@ -5,6 +5,8 @@ from helpers import HCCL_LINE
 
 from ingest.entry import Entry
 
+pytestmark = pytest.mark.slow
+
 
 def _evil_entry() -> Entry:
     body = (

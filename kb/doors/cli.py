@@ -69,7 +69,6 @@ def cmd_ingest(args, settings) -> int:
 
 
 def cmd_search(args, settings) -> int:
-    from ..present import location
     from ..schema import search_json
 
     query = _read_query(args.text, settings)
@@ -84,10 +83,10 @@ def cmd_search(args, settings) -> int:
             print("nearest (not a match):" if result.lang == "en" else "最接近的条目（并不匹配）：")
     for n, h in enumerate(result.hits or result.suggestions, 1):
         e = h.entry
-        print(f"{n}. {e.title}\n   {location(e)} [{e.lang}]  score={h.score:.4f}")
+        print(f"{n}. {e.title}\n   {e.location} [{e.lang}]  score={h.score:.4f}")
         if h.translation is not None:
             t = h.translation
-            print(f"   {t.lang}: {t.title} ({location(t)})")
+            print(f"   {t.lang}: {t.title} ({t.location})")
         for c in e.commands[:6]:
             print(f"   $ {c}")
     return 0

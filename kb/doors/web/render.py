@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ingest.code import is_destructive
 
 from ...answer import LABELS, Answer
-from ...present import Lookup, Ref, entry_url, location, present
+from ...present import Lookup, Ref, entry_url, present
 from .assets import PANEL_CSS
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def entry_html(kb: KnowledgeBase, e) -> str:
     """One entry: title, source path and lines, full body, and its other-language version."""
     esc = html.escape
     url = entry_url(kb.settings.docs_base_url, e)
-    src = f"<code>{esc(location(e))}</code>"
+    src = f"<code>{esc(e.location)}</code>"
     if url:
         src = f'<a href="{esc(url)}" target="_blank" rel="noopener">{src}</a>'
     parts = [
@@ -80,7 +80,7 @@ def entry_html(kb: KnowledgeBase, e) -> str:
     if other is not None:
         label = LABELS.get(e.lang, LABELS["en"])["other_lang"]
         parts += [
-            f'<details class="kb-translation" open><summary>{esc(label)} · <code>{esc(location(other))}</code></summary>',
+            f'<details class="kb-translation" open><summary>{esc(label)} · <code>{esc(other.location)}</code></summary>',
             f'<h4 lang="{esc(other.lang)}">{esc(other.title)}</h4>',
             f'<div class="kb-entry-body" lang="{esc(other.lang)}">{_markdown(other.body)}</div></details>',
         ]

@@ -133,7 +133,8 @@ def _model_rows(model: dict) -> list[str]:
         "",
         "## The committed model",
         "",
-        f"Thresholds on the gate's probability, by query shape: {th}.",
+        f'"No match" below the gate\'s probability, by query shape: {th}. Shown as a match (with its '
+        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands.",
         "",
     ]
     lines += ["| ranking feature | weight (standardised) |", "|---|---|"]

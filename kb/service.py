@@ -16,7 +16,7 @@ from .answer import Answer, extractive
 from .config import Settings, load_settings
 from .conversation import CONFIDENT_ALONE, contextual_query
 from .errors import KbError
-from .indexing import embedder_for, ensure_bundled, resolve_index
+from .indexing import embedder_for, ensure_bundled, resolve_index, store_options
 from .query import check_query, valid_text
 
 # A query longer than this waits its turn behind other big ones (KnowledgeBase._turn).
@@ -30,14 +30,15 @@ class KnowledgeBase:
         """embedder: an Embedder (index/seams.py), else the configured one; chat_model: a
         ChatModel (kb/llm.py), else one built from settings.llm when a model is configured;
         phases: the searcher's timing hook (index/timing.py), for benchmarks."""
+        from index.backends import load_index
         from index.ranker import load_model
         from index.search import Searcher
-        from index.store import load
 
         self.settings = settings
         self.index_dir = Path(index_dir)
         self.embedder = embedder if embedder is not None else embedder_for(settings)
-        loaded = load(self.index_dir, self.embedder.id)
+        self.store = store_options(settings)
+        loaded = load_index(self.store, self.index_dir, self.embedder.id)
         self.model = load_model(settings.ranker or None)
         self.chat_model = chat_model
         self._phases = phases
@@ -54,11 +55,13 @@ class KnowledgeBase:
         embedder=None,
         phases=None,
     ) -> KnowledgeBase:
+        from index.backends import has_index
+
         settings = settings or load_settings()
         index_dir, bundled = resolve_index(settings, index)
         if bundled:
             ensure_bundled(index_dir, settings, progress, embedder=embedder)
-        elif not (index_dir / "manifest.json").exists():
+        elif not has_index(store_options(settings), index_dir):
             raise KbError(f"no index at {index_dir}; build one with `kb ingest PATH --index {index_dir}`")
         return cls(settings, index_dir, embedder=embedder, phases=phases)
 
@@ -70,14 +73,14 @@ class KnowledgeBase:
     def reload_if_changed(self) -> bool:
         """Pick up a rebuilt index without downtime: requests in flight keep the old one. A
         rebuilt index that does not load raises KbError and the one in use stays."""
+        from index.backends import live_generation, load_index
         from index.search import Searcher
-        from index.store import load, read_manifest
 
-        manifest = read_manifest(self.index_dir)
-        if not manifest or manifest.get("generation") == self.index.manifest.get("generation"):
+        generation = live_generation(self.store, self.index_dir)
+        if not generation or generation == self.index.manifest.get("generation"):
             return False
         with self._lock:
-            loaded = load(self.index_dir, self.embedder.id)
+            loaded = load_index(self.store, self.index_dir, self.embedder.id)
             self._searcher = Searcher(loaded, self.embedder, self.model, self._phases)
         return True
 

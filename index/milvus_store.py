@@ -1,0 +1,287 @@
+"""Milvus behind the vector and lexical seams (index/seams.py): opening a live generation.
+
+A generation is three collections named `<name>_g<stamp>_...`: `_rows` (one dense row per
+entry view: row, entry position, kind, text hash, vector; exact IP search), `_entries` (one row
+per entry: position, id, language, and a BM25 field computed by Milvus from our own tokens) and
+`_meta` (the manifest, the entries as JSON and our vocabulary's idf, chunked). The alias `<name>`
+names the live `_meta` collection: switching it is one call, so a reader sees one generation or
+the next, never half of one. Entries and rows are separate collections because a BM25 field over
+rows would count every entry once per view in its document statistics.
+
+Tokens reach Milvus space-joined and encoded to `[a-z0-9]` words (`encode`), so that any
+analyzer keeps them whole: Milvus Lite 3.2 has no `whitespace` tokenizer (only `standard` and
+`jieba`: measured, "unknown tokenizer type"), and the `chinese`/`standard` analyzers split or drop
+tokens such as `NCCL_SOCKET_IFNAME` or `libhccl.so`. Which tokens exist is ours (index/text.py);
+Milvus only counts them. The features' idf comes from our vocabulary (the same numbers as the
+FAISS store); the BM25 scores come from Milvus (same formula, k1=1.2, b=0.75; Milvus weighs a
+repeated query term by its count, so a term seen c times is sent round(1 + ln c) times, our
+weight). Milvus Lite keeps BM25 statistics per segment (its own TODO): a collection written in one
+batch is one segment here, a server merges them.
+
+pymilvus is imported inside functions: the FAISS default never loads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ingest.entry import Entry
+
+from .seams import VectorHits
+from .store import FORMAT_VERSION, IndexError_, LoadedIndex
+
+LEXICAL_DEPTH = 1000  # entries asked of the BM25 leg (the rest score 0, as far as features go)
+CHUNK = 60000  # characters per meta row (a VARCHAR holds at most 65535 bytes)
+_PLAIN = re.compile(r"[a-z0-9]{1,24}")
+
+
+@dataclass(frozen=True)
+class MilvusOptions:
+    """Where the index lives: `uri` is a Milvus Lite folder (`./kb.db`) or a server
+    (`http://host:19530`); `token` the server's credentials ("user:password" or an API key);
+    `name` the alias of the live generation (and the prefix of its collections)."""
+
+    uri: str
+    token: str = ""
+    name: str = "kb"
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,100}", self.name):
+            raise IndexError_(f"a Milvus index name is letters, digits and _, not {self.name!r}")
+
+    @property
+    def lite(self) -> bool:
+        return "://" not in self.uri
+
+    @property
+    def label(self) -> str:
+        return f"milvus:{self.uri}#{self.name}"
+
+
+def encode(token: str) -> str:
+    """A token as one `[a-z0-9]` word: itself when it is one already, else a hash of it."""
+    if _PLAIN.fullmatch(token):
+        return token
+    return "x" + hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def connect(options: MilvusOptions):
+    """A client; a Milvus Lite folder that another process holds is refused with a clear message."""
+    from pymilvus import MilvusClient
+
+    if options.lite:
+        Path(options.uri).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return MilvusClient(uri=options.uri, token=options.token)
+    except Exception as e:
+        if options.lite and _locked_elsewhere(Path(options.uri)):
+            raise IndexError_(
+                f"{options.uri} is open in another process: Milvus Lite allows one process per "
+                f"database file. Stop the other `kb` (or build first, then serve), or use a Milvus "
+                f"server (store uri = http://host:19530; docs/scale.md)"
+            ) from e
+        raise IndexError_(f"cannot reach Milvus at {options.uri}: {e}") from e
+
+
+def _locked_elsewhere(folder: Path) -> bool:
+    import fcntl
+    import os
+
+    lock = folder / "LOCK"
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+# ---- the generation's blobs ------------------------------------------------------------------
+def pack(obj) -> list[str]:
+    raw = base64.b64encode(zlib.compress(json.dumps(obj, ensure_ascii=False).encode("utf-8"), 3)).decode()
+    return [raw[i : i + CHUNK] for i in range(0, len(raw), CHUNK)] or [""]
+
+
+def unpack(parts: list[str]):
+    return json.loads(zlib.decompress(base64.b64decode("".join(parts))).decode("utf-8"))
+
+
+def live_collection(client, name: str) -> str | None:
+    """The `_meta` collection the alias names, None when there is no index yet."""
+    try:
+        if name not in client.list_aliases().get("aliases", []):
+            return None
+        return client.describe_alias(name)["collection_name"]
+    except Exception:
+        return None
+
+
+def generation_of(meta_collection: str) -> str:
+    return meta_collection.removesuffix("_meta")
+
+
+def read_blobs(client, meta_collection: str) -> dict:
+    rows = _query_all(client, meta_collection, ["name", "part", "data"], "part")
+    by_name: dict[str, list[tuple[int, str]]] = {}
+    for r in rows:
+        by_name.setdefault(r["name"], []).append((int(r["part"]), r["data"]))
+    return {n: unpack([d for _, d in sorted(parts)]) for n, parts in by_name.items()}
+
+
+def _query_all(client, collection: str, fields: list[str], key: str, window: int = 1000) -> list[dict]:
+    """Every row, by windows of the primary key (0, 1, 2, ... as the builder numbers them): a
+    query is limited to 16384 rows, and pymilvus' query_iterator needs a call Lite lacks."""
+    out: list[dict] = []
+    start = 0
+    while True:
+        batch = client.query(
+            collection, filter=f"{key} >= {start} and {key} < {start + window}", output_fields=fields
+        )
+        if not batch:
+            return out
+        out.extend(batch)
+        start += window
+
+
+def read_vectors(client, generation: str, dim: int) -> tuple[list[str], np.ndarray]:
+    """The text hash and vector of every row of a generation (what a rebuild reuses)."""
+    rows = _query_all(client, f"{generation}_rows", ["row", "key", "vector"], "row")
+    rows.sort(key=lambda r: int(r["row"]))
+    vecs = np.asarray([r["vector"] for r in rows], dtype=np.float32).reshape(len(rows), dim)
+    return [r["key"] for r in rows], vecs
+
+
+# ---- the seams -------------------------------------------------------------------------------
+class MilvusVectors:
+    """VectorIndex: the nearest rows of each query vector, with their entry and kind."""
+
+    def __init__(self, client, collection: str, size: int) -> None:
+        self.client = client
+        self.collection = collection
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def kind(self) -> str:
+        return "milvus-flat"
+
+    def search(self, queries: np.ndarray, depth: int) -> VectorHits:
+        n = len(queries)
+        k = max(1, min(depth, self._size, 16384))
+        scores = np.full((n, depth), -1.0, dtype=np.float32)
+        entries = np.full((n, depth), -1, dtype=np.int64)
+        kinds = np.full((n, depth), "", dtype=object)
+        if n and self._size:
+            res = self.client.search(
+                self.collection,
+                data=np.asarray(queries, dtype=np.float32).tolist(),
+                anns_field="vector",
+                limit=k,
+                output_fields=["entry", "kind"],
+                search_params={"metric_type": "IP"},
+            )
+            for q, hits in enumerate(res):
+                for j, h in enumerate(hits):
+                    scores[q, j] = h["distance"]
+                    entries[q, j] = h["entity"]["entry"]
+                    kinds[q, j] = h["entity"]["kind"]
+        return VectorHits(scores, entries, kinds)
+
+
+class MilvusLexical:
+    """LexicalIndex: BM25 scores from Milvus' BM25 field; the vocabulary (which tokens exist and
+    their idf, what the features weigh) from our own, stored with the generation."""
+
+    def __init__(self, client, collection: str, n_docs: int, idf: dict[str, float]) -> None:
+        self.client = client
+        self.collection = collection
+        self.n_docs = n_docs
+        self._idf = idf
+        self._max_idf = max(idf.values()) if idf else 1.0
+
+    @property
+    def size(self) -> int:
+        return self.n_docs
+
+    @property
+    def max_idf(self) -> float:
+        return self._max_idf
+
+    def idf(self, token: str) -> float | None:
+        return self._idf.get(token)
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._idf
+
+    def _search(self, texts: list[str], limit: int) -> list:
+        return self.client.search(
+            self.collection,
+            data=texts,
+            anns_field="sparse",
+            limit=limit,
+            output_fields=["pos"],
+            search_params={"metric_type": "BM25"},
+        )
+
+    def scores(self, tokens: Sequence[str]) -> tuple[np.ndarray, float]:
+        out = np.zeros(self.n_docs, dtype=np.float32)
+        counts = Counter(t for t in tokens if t in self._idf)
+        if not counts or not self.n_docs:
+            return out, 0.0
+        terms = [" ".join([encode(t)] * max(1, round(1 + math.log(c)))) for t, c in counts.items()]
+        # Milvus Lite answers BM25 with distance = -score, a server with the score.
+        for h in self._search([" ".join(terms)], min(LEXICAL_DEPTH, self.n_docs))[0]:
+            out[int(h["entity"]["pos"])] = abs(float(h["distance"]))
+        # The most any entry could score: each term's best entry, summed.
+        best = sum(abs(float(hits[0]["distance"])) for hits in self._search(terms, 1) if hits)
+        return out, best
+
+
+def load(options: MilvusOptions, embedder: str | None = None, client=None) -> LoadedIndex:
+    """The live generation behind the alias; `embedder` is checked like index/store.py `load`."""
+    client = client or connect(options)
+    meta = live_collection(client, options.name)
+    if meta is None:
+        raise IndexError_(f"no index at {options.label}; build one with `kb ingest PATH`")
+    gen = generation_of(meta)
+    try:
+        for suffix in ("_meta", "_rows", "_entries"):  # a reopened Milvus Lite folder starts released
+            client.load_collection(gen + suffix)
+        blobs = read_blobs(client, meta)
+    except Exception as e:
+        raise IndexError_(f"index at {options.label} is unreadable ({e}); rebuild it with `kb ingest`") from e
+    manifest = blobs.get("manifest") or {}
+    if manifest.get("format") != FORMAT_VERSION:
+        raise IndexError_(
+            f"index at {options.label} has format {manifest.get('format')}, this kb reads "
+            f"{FORMAT_VERSION}; rebuild it with `kb ingest`"
+        )
+    have = manifest.get("embedder", {}).get("id")
+    if embedder is not None and embedder != have:
+        raise IndexError_(
+            f"index at {options.label} was built with embedder {have!r} but {embedder!r} is "
+            f"configured; rebuild it with `kb ingest` or configure embedder {have!r}"
+        )
+    entries = [Entry.from_dict(d) for d in blobs.get("entries", [])]
+    vectors = MilvusVectors(client, f"{gen}_rows", int(manifest["counts"]["rows"]))
+    lexical = MilvusLexical(client, f"{gen}_entries", len(entries), blobs.get("vocab", {}))
+    return LoadedIndex(Path(options.label), manifest, entries, vectors, lexical)

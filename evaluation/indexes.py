@@ -70,6 +70,17 @@ def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     return out
 
 
+def _in_milvus(loaded: LoadedIndex, label: str, settings: Settings) -> LoadedIndex:
+    """The FAISS-built index copied into the configured Milvus, one alias per target."""
+    from dataclasses import replace
+
+    from index.milvus_build import publish
+    from kb.indexing import store_options
+
+    name = "eval_" + hashlib.sha1(label.encode()).hexdigest()[:12]
+    return publish(loaded, replace(store_options(settings), name=name).milvus_options())
+
+
 @dataclass
 class Target:
     """The index a gold set (or one knowledge base of a real-post set) runs against, with what
@@ -130,6 +141,9 @@ class Indexes:
             if langs:
                 loaded = subset(loaded, set(langs))
             label = str(directory) + (f" [{'+'.join(langs)}]" if langs else "")
+            if self.settings.store.backend == "milvus":  # the same rows, searched in Milvus
+                loaded = _in_milvus(loaded, label, self.settings)
+                label += " (milvus)"
             self._targets[key] = Target(loaded, label, list(loaded.manifest.get("sources", [])), langs)
         return self._targets[key]
 

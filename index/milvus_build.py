@@ -233,3 +233,34 @@ def build(
             seconds_embed=rows.seconds_embed,
             seconds_total=total,
         )
+
+
+def _faiss_rows(loaded) -> np.ndarray:
+    """The vectors of a FAISS-backed LoadedIndex (a language subset has no file of its own)."""
+    import faiss
+
+    index = loaded.vectors.store._index
+    if hasattr(index, "nprobe"):  # IVF: rows can be read back once it keeps a direct map
+        faiss.extract_index_ivf(index).make_direct_map()
+    return index.reconstruct_n(0, index.ntotal)
+
+
+def publish(loaded, options: MilvusOptions):
+    """The same entries and rows as a FAISS-backed LoadedIndex, as a Milvus generation (opened):
+    what `kb eval` compares the two stores on. Published again only when the source changed."""
+    from .milvus_store import load
+
+    client = connect(options)
+    source = f"{loaded.manifest.get('generation')}|{loaded.manifest.get('counts', {}).get('langs')}"
+    meta = live_collection(client, options.name)
+    if meta is not None and read_blobs(client, meta).get("manifest", {}).get("published_from") == source:
+        return load(options, None, client)
+    with builder_lock(options):
+        generation = f"{options.name}_g{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}_{os.urandom(3).hex()}"
+        manifest = dict(loaded.manifest, generation=generation, published_from=source)
+        manifest["counts"] = dict(manifest.get("counts", {}), rows=loaded.vectors.size)
+        kinds = loaded.vectors.row_kinds
+        triples = [(int(e), kinds[r], str(r)) for r, e in enumerate(loaded.vectors.row_entries)]
+        write_generation(client, generation, manifest, loaded.entries, triples, _faiss_rows(loaded))
+        switch(client, options.name, generation)
+    return load(options, None, client)

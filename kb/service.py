@@ -158,7 +158,8 @@ class KnowledgeBase:
     def stats(self) -> dict:
         m = self.index.manifest
         return {
-            "index": str(self.index_dir),
+            # Milvus: the index's name, never the server's address (stats are public on `kb serve`).
+            "index": f"milvus:{self.store.name}" if self.store.milvus else str(self.index_dir),
             "entries": m["counts"]["entries"],
             "languages": {"zh": m["counts"]["zh"], "en": m["counts"]["en"]},
             "linked_translations": m["counts"]["linked"],

@@ -28,8 +28,9 @@ QUERIES = [
 
 
 def _milvus_server(data: Path, port: int) -> subprocess.Popen:
-    exe = Path(sys.executable).with_name("milvus-lite")
-    cmd = [str(exe), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    # `python -m milvus_lite` is the `milvus-lite` command, wherever pip put the script.
+    cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data), "--host", "127.0.0.1"]
+    cmd += ["--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     from pymilvus import MilvusClient
 

@@ -42,6 +42,10 @@ def _numbers(settings, golds: list[Path]) -> dict[str, dict]:
     return out
 
 
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.3f}"  # abstention of a set without unanswerable rows
+
+
 def _table(faiss: dict, milvus: dict) -> str:
     lines = [
         "| set | n | Hit@1 FAISS | Hit@1 Milvus | Δ | abstention FAISS | abstention Milvus | Δ | Hit@5 Δ | MRR Δ | false abst. Δ |",
@@ -59,7 +63,7 @@ def _table(faiss: dict, milvus: dict) -> str:
         worst = max(worst, abs(d("hit@1")), abs(d("abstention")))
         lines.append(
             f"| {name} | {f.get('queries', '-')} | {f['hit@1']:.3f} | {m['hit@1']:.3f} | {d('hit@1'):+.3f} | "
-            f"{f['abstention'] or 0:.3f} | {m['abstention'] or 0:.3f} | {d('abstention'):+.3f} | "
+            f"{_f(f['abstention'])} | {_f(m['abstention'])} | {d('abstention'):+.3f} | "
             f"{d('hit@5'):+.3f} | {d('mrr@10'):+.3f} | {d('false_abstention'):+.3f} |"
         )
     verdict = "within" if worst <= 0.02 else "NOT within"

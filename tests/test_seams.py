@@ -15,7 +15,7 @@ from index.lexical import Bm25
 from index.seams import Embedder, LexicalIndex, VectorIndex
 from index.search import Searcher
 from index.store import IndexError_, load
-from index.vectors import FaissVectors
+from index.vectors import SegmentedVectors
 from ingest.collect import entries_from_text
 
 FAQ = """# Distributed training
@@ -59,7 +59,7 @@ def test_the_implementations_are_the_seams(fake_index):
     directory, embedder = fake_index
     loaded = load(directory, embedder.id)
     assert isinstance(embedder, Embedder)
-    assert isinstance(loaded.vectors, FaissVectors) and isinstance(loaded.vectors, VectorIndex)
+    assert isinstance(loaded.vectors, SegmentedVectors) and isinstance(loaded.vectors, VectorIndex)
     assert isinstance(loaded.lexical, Bm25) and isinstance(loaded.lexical, LexicalIndex)
 
 

@@ -68,9 +68,33 @@ def cmd_ingest(args, settings) -> int:
     return 0
 
 
+def _batch(args, settings, answer) -> int | None:
+    """--batch FILE (kb/doors/batch.py): every line answered by `answer(kb, text, lang)`; None
+    when there is no --batch."""
+    if args.batch is None:
+        if args.text is None:
+            raise SystemExit(f"kb {args.command}: give the text, '-' for stdin, or --batch FILE")
+        return None
+    if args.text is not None:
+        raise SystemExit(f"kb {args.command}: give either the text or --batch FILE, not both")
+    from ..query import check_query
+    from .batch import read_lines, run_batch
+
+    kb = _open_kb(argparse.Namespace(json=True), settings)
+    return run_batch(
+        read_lines(args.batch),
+        lambda text, lang: answer(kb, text, lang),
+        lambda text: check_query(text, settings.max_query_bytes),
+        sys.stdout,
+    )
+
+
 def cmd_search(args, settings) -> int:
     from ..schema import search_json
 
+    code = _batch(args, settings, lambda kb, text, lang: search_json(kb.search(text, lang=lang)))
+    if code is not None:
+        return code
     query = _read_query(args.text, settings)
     kb = _open_kb(args, settings)
     result = kb.search(query, lang=args.lang)
@@ -123,6 +147,9 @@ def cmd_ask(args, settings) -> int:
 
     from ..schema import ask_json
 
+    code = _batch(args, settings, lambda kb, text, lang: ask_json(kb.ask(text, lang=lang)))
+    if code is not None:
+        return code
     query = _read_query(args.text, settings)
     kb = _open_kb(args, settings)
 
@@ -201,7 +228,12 @@ def _add_core_commands(sub) -> None:
         ("ask", "answer with the matching entry's text, commands and citations", cmd_ask),
     ):
         sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("text", help="the error, log or question; '-' reads stdin")
+        sp.add_argument("text", nargs="?", help="the error, log or question; '-' reads stdin")
+        sp.add_argument(
+            "--batch",
+            metavar="FILE",
+            help='JSON Lines of {"text", "id"?, "lang"?}, \'-\' for stdin: one JSON line out per line in',
+        )
         add_index(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")

@@ -168,7 +168,15 @@ def open_previous(directory: Path, embedder_id: str, key: str) -> Previous | Non
         return None
     if not manifest or manifest.get("embedder", {}).get("id") != embedder_id or "generation" not in manifest:
         return None
-    return Previous(directory, manifest, key)
+    previous = Previous(directory, manifest, key)
+    if previous.files:
+        try:  # what unchanged files copy: a damaged part means reading every file again
+            n = len(previous.entries)
+            if previous.bm25.n_docs != n or len(previous.facts) != n:
+                raise ValueError("parts of different lengths")
+        except Exception:
+            previous.files, previous.groups = {}, set()
+    return previous
 
 
 __all__ = ["FileRecord", "Previous", "Rows", "VectorsByText", "code_key", "open_previous", "write_files"]

@@ -159,6 +159,8 @@ class PreviousVectors:
             segments, rows = read_segments(gen)
         except (OSError, ValueError, KeyError):
             return None
+        if not all(intact(gen, s) for s in segments):  # truncated or replaced: embed afresh
+            return None
         return cls(gen, segments, rows)
 
     def starts(self) -> list[int]:

@@ -1,0 +1,105 @@
+"""The "Issue 13" section of eval/results/bench.md, from eval/results/bench_speed.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BEGIN = "<!-- bench_speed.py: begin -->"
+END = "<!-- bench_speed.py: end -->"
+
+
+def _s(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f} s"
+
+
+def _cold(results: dict) -> list[str]:
+    cold = results.get("cold") or {}
+    if not cold:
+        return []
+    out = [
+        "### Cold `kb search --json` (whole processes)",
+        "",
+        "One warm-up, then the median of the runs; CPU is user+sys of the process. `before` is the code of",
+        "`main` (jieba, format 1) run the same way on the same machine, `after` this branch.",
+        "",
+        "| code | index | query | median wall | median CPU | runs (wall) | load avg (start / end) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, r in cold.items():
+        load = f"{r['load_start'][0]:.1f} / {r['load_end'][0]:.1f}"
+        for c in r["cases"]:
+            runs = ", ".join(f"{w:.2f}" for w in c["wall"])
+            out.append(
+                f"| {label} | {c['index']} | {c['lang']} | {_s(c['median_wall'])} | {_s(c['median_cpu'])} | {runs} | {load} |"
+            )
+    out += ["", "Breakdown inside one fresh process (median of 3, English query):", ""]
+    keys = ["interpreter", "imports", "settings", "model", "open_index", "search", "json"]
+    out += ["| code | index | " + " | ".join(keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for label, r in cold.items():
+        for index, ph in r.get("phases", {}).items():
+            out.append(f"| {label} | {index} | " + " | ".join(_s(ph.get(k), 3) for k in keys) + " |")
+    return [*out, ""]
+
+
+def _batch(results: dict) -> list[str]:
+    b = results.get("batch")
+    if not b:
+        return []
+    return [
+        "### `kb search --batch` on the real posts",
+        "",
+        f"{b['posts']} posts of ../shared/eval/real_dev.jsonl against the corpus index, one process: "
+        f"total {_s(b['total_seconds'])} ({b['answered']} lines out, {b['errors']} errors, exit {b['exit_code']}); "
+        f"first line after {_s(b['first_line_seconds'])} (start-up included); per query (time between output "
+        f"lines) median {b['per_query_median_ms']:.1f} ms, p95 {b['per_query_p95_ms']:.1f} ms. "
+        f"Load average {b['load'][0]:.1f}.",
+        "",
+    ]
+
+
+def _reingest(results: dict) -> list[str]:
+    r = results.get("reingest") or {}
+    if not r:
+        return []
+    out = [
+        "### Re-ingest after editing one file",
+        "",
+        "A fresh `kb ingest` process (kb.indexing.ingest) after appending a line to one file's last answer,",
+        "then after reverting it; in-process time and the build's stages.",
+        "",
+        "| entries | embedder | run | process wall | in-process | files parsed / reused | texts embedded | stages |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for x in r.values():
+        for s in x["samples"]:
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in s.get("stages", {}).items())
+            run = "edit" if s is x["samples"][0] else "revert"
+            out.append(
+                f"| {x['build']['entries']:,} | {x['embedder']} | {run} | {_s(s['process_wall_seconds'])} | "
+                f"{_s(s['in_process_seconds'])} | {s.get('files_parsed')} / {s.get('files_reused')} | "
+                f"{s['embedded']} | {stages} |"
+            )
+    return [*out, ""]
+
+
+def render(results: dict) -> str:
+    lines = [
+        "## Issue 13: cold calls, --batch, re-ingest by file",
+        "",
+        f"Measured with `python eval/bench_speed.py` ({results.get('machine', {}).get('cores')} cores, shared with",
+        "other developers' runs: the load averages are given, every number is an upper bound for an idle machine).",
+        "",
+    ]
+    return "\n".join(lines + _cold(results) + _batch(results) + _reingest(results))
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace the section between the markers in `path` (appended the first time)."""
+    text = path.read_text("utf-8") if path.exists() else ""
+    block = f"{BEGIN}\n{section}\n{END}\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text, "utf-8")

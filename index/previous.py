@@ -170,10 +170,12 @@ def open_previous(directory: Path, embedder_id: str, key: str) -> Previous | Non
         return None
     previous = Previous(directory, manifest, key)
     if previous.files:
-        try:  # what unchanged files copy: a damaged part means reading every file again
+        # What unchanged files copy (their entries, terms, facts and vector rows): a damaged part
+        # means reading every file again (and, without the vectors, embedding them again).
+        try:
             n = len(previous.entries)
-            if previous.bm25.n_docs != n or len(previous.facts) != n:
-                raise ValueError("parts of different lengths")
+            if previous.bm25.n_docs != n or len(previous.facts) != n or previous.segments is None:
+                raise ValueError("a part is missing or of another length")
         except Exception:
             previous.files, previous.groups = {}, set()
     return previous

@@ -151,14 +151,14 @@ def test_kb_ingest_without_paths_on_an_unreadable_manifest_says_what_to_do(seeds
 
 def test_truncated_vectors_file_is_not_reused(seeds_index, tmp_path):
     """A segment's .npy is both what search reads and what the next build reuses: a truncated
-    one is refused (not served), and the next build embeds everything afresh instead of reading
-    it; the other parts of the generation are still reused (no file is parsed again)."""
+    one is refused (not served), and the next build reads every file and embeds everything
+    afresh instead of reading it."""
     index, gen = copy_index(seeds_index, tmp_path)
     truncate(segment(index / gen))
     with pytest.raises(KbError, match="is damaged"):
         KnowledgeBase.open(index=str(index))
     outcome = ingest([str(SEEDS)], index)
-    assert outcome.reused == 0 and outcome.embedded > 100 and outcome.files_parsed == 0
+    assert outcome.reused == 0 and outcome.embedded > 100 and outcome.files_parsed == 5
     assert answers(index)
 
 
@@ -229,6 +229,9 @@ def _full_at_manifest(mp) -> None:
 )
 def test_disk_full_during_a_build_keeps_the_previous_index(seeds_index, tmp_path, capsys, where):
     index, gen = copy_index(seeds_index, tmp_path)
+    # Without its parse cache the build reads every file again and writes all its vectors anew
+    # (with it, an unchanged index only links its vector segment into the new generation).
+    (index / gen / "files.json").unlink()
     with pytest.MonkeyPatch.context() as mp:
         where(mp)
         with pytest.raises(OSError) as err:
@@ -265,7 +268,7 @@ def test_debris_of_a_killed_build_is_cleaned_by_the_next_build(seeds_index, tmp_
 def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
     """Two real `kb ingest` processes on one index. Both write their progress into one pipe, so
     the order of the lines is the order in which they happened: the first build prints
-    "index: N/N" before it releases the lock, the second prints "embed: 0/N" after taking it."""
+    "index: N/N" before it releases the lock, the second prints "parse: 1/1" after taking it."""
     index = tmp_path / "index"
     small = tmp_path / "small"
     small.mkdir()
@@ -308,14 +311,18 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
     total_first = lines[first_embed].split("/")[1]
     # The first build's last line under the lock: its index stage complete ("index: N/N").
     first_done = next(i for i, line in enumerate(lines) if re.fullmatch(r"index: (\d+)/\1", line))
-    second_parsed = lines.index("parse: 1/1")  # the second reads its one file without the lock
+    # The second takes the lock before it reads its file: what it may skip reading is decided by
+    # the live generation's parse cache (files.json), which the first build is replacing.
+    second_parsed = lines.index("parse: 1/1")
     second_built = next(
         i
         for i, line in enumerate(lines)
         if line.startswith("embed: 0/") and line.split("/")[1] != total_first
     )
-    assert second_parsed < first_done, ("the second build started while the first held the lock", lines)
-    assert first_done < second_built, ("the second build waited for the first to finish", lines)
+    assert first_done < second_parsed < second_built, (
+        "the second build waited for the first to finish",
+        lines,
+    )
     assert "indexed 49 entries" in out_first and "indexed 1 entries" in out_second
     m = manifest(index)
     assert m["sources"] == [str(small.resolve())] and m["counts"]["entries"] == 1  # the last build, whole

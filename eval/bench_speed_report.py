@@ -121,6 +121,31 @@ def _warm(results: dict) -> list[str]:
     return [*out, "", f"Load average at start {load[0][0]:.1f}, at end {load[1][0]:.1f}.", ""]
 
 
+def _gold(results: dict) -> list[str]:
+    g = results.get("gold") or {}
+    if not g:
+        return []
+    labels = list(g)
+    keys = ["hit@1", "hit@5", "mrr@10"]
+    out = [
+        "### Ranking quality, before and after (`kb eval --json`)",
+        "",
+        "The gold sets and the 139 real posts (the cross-validated line is the one that counts), with",
+        "the code of `main` (jieba, format 1) and of this branch (rjieba, format 2).",
+        "",
+        "| set / system | " + " | ".join(f"{k} {lab}" for k in keys for lab in labels) + " |",
+        "|---|" + "---|" * (len(keys) * len(labels)),
+    ]
+    for name in g[labels[-1]]:
+
+        def cell(lab: str, k: str, name: str = name) -> str:
+            v = g[lab].get(name, {}).get(k)
+            return "-" if v is None else f"{v:.3f}"
+
+        out.append(f"| {name} | " + " | ".join(cell(lab, k) for k in keys for lab in labels) + " |")
+    return [*out, ""]
+
+
 def render(results: dict) -> str:
     lines = [
         "## Issue 13: cold calls, --batch, re-ingest by file",
@@ -129,7 +154,7 @@ def render(results: dict) -> str:
         "other developers' runs: the load averages are given, every number is an upper bound for an idle machine).",
         "",
     ]
-    body = _cold(results) + _batch(results) + _warm(results) + _reingest(results)
+    body = _cold(results) + _gold(results) + _batch(results) + _warm(results) + _reingest(results)
     return "\n".join(lines + body)
 
 

@@ -146,6 +146,40 @@ def _gold(results: dict) -> list[str]:
     return [*out, ""]
 
 
+def _mark(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def _targets(results: dict) -> list[str]:
+    """Issue 13's targets against what was measured (wall on a shared machine, CPU beside it)."""
+    rows = []
+    after = (results.get("cold") or {}).get("after")
+    if after:
+        for c in after["cases"]:
+            rows.append(
+                f"| cold `kb search --json`, {c['index']} index, {c['lang']} | median <= 0.5 s | "
+                f"{_s(c['median_wall'])} wall, {_s(c['median_cpu'])} CPU | {_mark(c['median_wall'] <= 0.5)} |"
+            )
+    for n, x in (results.get("reingest") or {}).items():
+        goal = 2.0 if int(n) <= 10000 else 5.0
+        worst = max(s["process_wall_seconds"] for s in x["samples"])
+        rows.append(
+            f"| re-ingest after editing one file, {int(n):,} entries ({x['embedder']} embedder) | <= {goal:g} s | "
+            f"{_s(worst)} (slower of edit and revert, whole process) | {_mark(worst <= goal)} |"
+        )
+    for n, kinds in ((results.get("warm") or {}).get("sizes") or {}).items():
+        for kind, r in kinds.items():
+            lc = r["langchain_median_ms"]
+            if lc:
+                rows.append(
+                    f"| warm search {int(n):,}, {kind} | at or below LangChain | {r['ours_median_ms']:.1f} ms vs "
+                    f"{lc:.1f} ms | {_mark(r['ours_median_ms'] <= lc)} |"
+                )
+    if not rows:
+        return []
+    return ["### Targets", "", "| target | goal | measured | |", "|---|---|---|---|", *rows, ""]
+
+
 def render(results: dict) -> str:
     lines = [
         "## Issue 13: cold calls, --batch, re-ingest by file",
@@ -154,7 +188,14 @@ def render(results: dict) -> str:
         "other developers' runs: the load averages are given, every number is an upper bound for an idle machine).",
         "",
     ]
-    body = _cold(results) + _gold(results) + _batch(results) + _warm(results) + _reingest(results)
+    body = (
+        _targets(results)
+        + _cold(results)
+        + _gold(results)
+        + _batch(results)
+        + _warm(results)
+        + _reingest(results)
+    )
     return "\n".join(lines + body)
 
 

@@ -14,22 +14,12 @@ fastapi and starlette are imported inside `add_api`.
 # (`request: Request`) at runtime, and Request is imported inside the function that adds them.
 import html
 import json
-from typing import Any
 
 from ...errors import KbError
-from ...query import size_error
+from ...request import RequestError as ApiError
+from ...request import history_field, k_field, lang_field, query_field
 from ..host.live import LiveKb
 from .render import entry_html, html_page
-
-MAX_HISTORY_TURNS = 50
-MAX_K = 50
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 async def _read_json(request) -> dict:
@@ -54,63 +44,8 @@ async def _read_json(request) -> dict:
     return body
 
 
-def _query(body: dict, max_bytes: int) -> str:
-    if "query" not in body:
-        raise ApiError(422, 'missing field "query" (the error, log or question, as a string)')
-    query = body["query"]
-    if not isinstance(query, str):
-        raise ApiError(422, f'field "query" must be a string, not {_json_type(query)}')
-    size = len(query.encode("utf-8", errors="replace"))
-    if size > max_bytes:
-        raise ApiError(413, size_error(size, max_bytes, "Send the part of the log around the error."))
-    return query
-
-
-def _lang(body: dict) -> str | None:
-    lang = body.get("lang")
-    if lang in (None, "", "auto"):
-        return None
-    if lang not in ("zh", "en"):
-        raise ApiError(422, f'field "lang" must be "zh", "en" or null, not {json.dumps(lang)[:40]}')
-    return lang
-
-
-def _k(body: dict) -> int | None:
-    k = body.get("k")
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ApiError(422, f'field "k" must be an integer from 1 to {MAX_K}')
-    return k
-
-
-def _history(body: dict) -> list[tuple[str, str]]:
-    """Earlier turns, as OpenAI-style {"role", "content"} objects or [role, text] pairs."""
-    turns = body.get("history")
-    if turns is None:
-        return []
-    if not isinstance(turns, list):
-        raise ApiError(422, 'field "history" must be a list of {"role": "user"|"assistant", "content": str}')
-    if len(turns) > MAX_HISTORY_TURNS:
-        raise ApiError(422, f'field "history" has {len(turns)} turns; the limit is {MAX_HISTORY_TURNS}')
-    out = []
-    for i, turn in enumerate(turns):
-        if isinstance(turn, dict):
-            role, content = turn.get("role"), turn.get("content")
-        elif isinstance(turn, list) and len(turn) == 2:
-            role, content = turn
-        else:
-            role = content = None
-        if role not in ("user", "assistant") or not isinstance(content, str):
-            raise ApiError(422, f'history[{i}] must be {{"role": "user"|"assistant", "content": str}}')
-        out.append((role, content))
-    return out
-
-
-def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(v), "null" if v is None else type(v).__name__
-    )
+# The fields' rules are the core's (kb/request.py), shared with the MCP door.
+_query, _lang, _k, _history = query_field, lang_field, k_field, history_field
 
 
 def public_stats(stats: dict) -> dict:

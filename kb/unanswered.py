@@ -3,7 +3,8 @@ error signature, and written out as gold rows a maintainer reviews and adds to a
 
 The signature is what crash-grouping systems key on: the post's most telling error line as the
 post reader cleans it (index/post.py: timestamps, hosts, IPs, addresses, paths, pids and ranks
-already gone), its remaining numbers blurred, together with its error codes (index/codes.py:
+already gone), from its exception name on, without the words that still hold numbers, together
+with its error codes (index/codes.py:
 `nccl_error_2` stays apart from `nccl_error_5`). Ten people pasting the same failure from
 different machines at different times make one group with a count of ten. A question with no
 error line groups by its words.
@@ -29,8 +30,19 @@ if TYPE_CHECKING:
     from .feedback import Row
 
 MAX_SIGNATURE_CHARS = 200_000  # of a paste read for its signature (the post reader bounds the rest)
-_NUMBER = re.compile(r"\d+")
 _WORDS = re.compile(r"[\W_]+")
+_EXCEPTION = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b")
+
+
+def _key_words(line: str) -> str:
+    """An error line as a key: from its exception name on when it has one (what a launcher or a
+    logger printed before it varies), without the words that hold a number (ranks, ports,
+    sizes, ids the cleaning left; the codes are keyed apart) or a cut host name (`gpu-node-`)."""
+    m = _EXCEPTION.search(line)
+    if m:
+        line = line[m.start() :]
+    words = [w for w in line.casefold().split() if not any(c.isdigit() for c in w) and not w.endswith("-")]
+    return " ".join(w for w in words if w.strip("[]") != "rank")
 
 
 def signature(query: str) -> tuple[str, str]:
@@ -41,8 +53,8 @@ def signature(query: str) -> tuple[str, str]:
     line = next(iter(post.errors or post.exceptions), "")
     codes = ",".join(sorted(post.codes))
     if line:
-        key = f"error|{codes}|{_NUMBER.sub('#', line.casefold())}"
-        label = line
+        key = f"error|{codes}|{_key_words(line)}"
+        label = line[m.start() :] if (m := _EXCEPTION.search(line)) else line
     else:
         words = post.question or query
         key = f"words|{codes}|{_WORDS.sub(' ', words.casefold()).strip()[:300]}"

@@ -290,7 +290,7 @@ def _add_mcp_command(sub) -> None:
     sp.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
     sp.add_argument("--host", help="--http's bind address (default 127.0.0.1)")
     sp.add_argument("--port", type=int, help="--http's port (default 8765)")
-    sp.set_defaults(func=_lazy("kb.doors.mcp.command", "mcp_command"))
+    sp.set_defaults(func=_lazy("kb.doors.host.app", "mcp_command"))
 
 
 def _lazy(module: str, function: str):

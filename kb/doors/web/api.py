@@ -4,6 +4,7 @@
     POST /api/ask      {"query": str, "lang"?: ..., "history"?: [{"role", "content"}]} -> schema.ask_json
     GET  /api/health   index stats (entries per language, embedder, build time)
     GET  /api/entry/ID schema.entry_json (the entry and its other-language version)
+    POST /api/feedback {"query", "vote": "up"|"down", "comment"?, "right_entry"?, "lang"?} (feedback_api.py)
     GET  /entry/ID     the entry as HTML (`?fragment=1`: the piece the chat's side panel shows)
 
 Errors are JSON `{"error", "status"}`; a KbError the user can fix (an empty query, ...) is 422.
@@ -67,8 +68,11 @@ def _error(status: int, message: str):
 
 def add_api(app, live: LiveKb) -> None:
     """The routes above, and JSON errors for everything under /api/."""
+    from .feedback_api import add_feedback_api
+
     _add_queries(app, live)
     _add_reads(app, live)
+    add_feedback_api(app, live)
     _add_fallbacks(app)
 
 
@@ -77,9 +81,11 @@ def _add_queries(app, live: LiveKb) -> None:
     from fastapi.responses import JSONResponse
     from starlette.concurrency import run_in_threadpool
 
+    from ...feedback import Recording, open_store
     from ...schema import ask_json, search_json
 
     settings = live.kb.settings
+    store = open_store(settings)  # a "no match" lands in the unanswered queue (kb/feedback.py)
 
     @app.exception_handler(ApiError)
     async def _api_error(_request, e: ApiError):
@@ -93,14 +99,16 @@ def _add_queries(app, live: LiveKb) -> None:
     async def api_search(request: Request):
         body = await _read_json(request)
         query, k, lang = _query(body, settings.max_query_bytes), _k(body), _lang(body)
-        result = await run_in_threadpool(live.get().search, query, k, lang)  # CPU work off the event loop
+        kb = Recording(live.get(), store, "api")
+        result = await run_in_threadpool(kb.search, query, k, lang)  # CPU work off the event loop
         return JSONResponse(search_json(result))
 
     @app.post("/api/ask")
     async def api_ask(request: Request):
         body = await _read_json(request)
         query, lang, history = _query(body, settings.max_query_bytes), _lang(body), _history(body)
-        answer = await run_in_threadpool(lambda: live.get().ask(query, lang=lang, history=history))
+        kb = Recording(live.get(), store, "api")
+        answer = await run_in_threadpool(lambda: kb.ask(query, lang=lang, history=history))
         return JSONResponse(ask_json(answer))
 
 
@@ -140,7 +148,7 @@ def _add_fallbacks(app) -> None:
 
     # Anything else under /api/ answers JSON too (the chat, mounted at /, would answer HTML).
     # The routes above took every right method on their paths, so a known path here has a wrong one.
-    known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET"}
+    known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET", "/api/feedback": "POST"}
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     def api_other(rest: str, request: Request):
@@ -154,7 +162,10 @@ def _add_fallbacks(app) -> None:
             resp = _error(405, f"{path} takes {allowed}, not {request.method}")
             resp.headers["Allow"] = "GET, HEAD" if allowed == "GET" else allowed
             return resp
-        return _error(404, f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask")
+        return _error(
+            404,
+            f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask, POST /api/feedback",
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_request, e: Exception):  # a bug: JSON for the client, traceback in the log

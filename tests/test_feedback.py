@@ -77,7 +77,13 @@ def test_votes_and_the_queue(store):
     with pytest.raises(KbError, match="'up' or 'down'"):
         store.vote(up, "sideways")
     r = store.get(down)
-    assert (r.door, r.lang, r.match, r.generation, r.shown[0]["title"]) == ("cli", "en", "match", "gen-1", "NCCL error(5)")
+    assert (r.door, r.lang, r.match, r.generation, r.shown[0]["title"]) == (
+        "cli",
+        "en",
+        "match",
+        "gen-1",
+        "NCCL error(5)",
+    )
 
 
 def test_concurrent_writers_lose_nothing(store):
@@ -103,7 +109,14 @@ def test_nothing_secret_is_stored(store, monkeypatch):
         "ExternalError: Nccl error(2), unhandled system error"
     )
     row = store.get(store.add("web", paste, SHOWN_MATCH, "gen-1", vote="down", comment="my password=hunter2"))
-    for secret in ("sk-abcdefghijklmnopqrstuvwx", "hunter2", "eyJhbGciOiJIUzI1NiJ9", "xoxb-1234", "K123", "s3cr3t-value"):
+    for secret in (
+        "sk-abcdefghijklmnopqrstuvwx",
+        "hunter2",
+        "eyJhbGciOiJIUzI1NiJ9",
+        "xoxb-1234",
+        "K123",
+        "s3cr3t-value",
+    ):
         assert secret not in row.query + row.comment, secret
     assert "Nccl error(2), unhandled system error" in row.query  # the error itself is kept
     assert scrub("NCCL_SOCKET_IFNAME=eth0 world_size=16") == "NCCL_SOCKET_IFNAME=eth0 world_size=16"
@@ -145,9 +158,24 @@ def test_ten_pastes_of_one_error_are_one_group(store):
 
 def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
     for seed in range(4):  # a true gap: nothing found, nobody named an entry
-        store.add("web", f"how do I bake bread, try {seed}?" if seed == 0 else "how do I bake bread?", SHOWN_NONE, "g")
-    store.add("cli", nccl_paste(1), SHOWN_MATCH, "g", vote="down", right=entry_ref(NCCL2), comment="error(2), not (5)")
-    store.add("cli", nccl_paste(2), SHOWN_MATCH, "g", vote="down")  # same signature: the named entry covers it
+        store.add(
+            "web",
+            f"how do I bake bread, try {seed}?" if seed == 0 else "how do I bake bread?",
+            SHOWN_NONE,
+            "g",
+        )
+    store.add(
+        "cli",
+        nccl_paste(1),
+        SHOWN_MATCH,
+        "g",
+        vote="down",
+        right=entry_ref(NCCL2),
+        comment="error(2), not (5)",
+    )
+    store.add(
+        "cli", nccl_paste(2), SHOWN_MATCH, "g", vote="down"
+    )  # same signature: the named entry covers it
     store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # unknown answer
     gold = tmp_path / "feedback.jsonl"
     written, unknown = write_gold(store.rows(), gold)
@@ -160,7 +188,9 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
     gaps = [r for r in loaded.rows if not r.expected]
     assert len(gaps) == 2 and all(r.kind == "question" and r.lang == "en" for r in gaps)
     raw = [json.loads(line) for line in gold.read_text().splitlines()]
-    assert raw[0] == {"meta": {"name": raw[0]["meta"]["name"]}} and raw[0]["meta"]["name"].startswith("feedback")
+    assert raw[0] == {"meta": {"name": raw[0]["meta"]["name"]}} and raw[0]["meta"]["name"].startswith(
+        "feedback"
+    )
     assert any(r.get("comments") == ["error(2), not (5)"] for r in raw[1:])
 
 

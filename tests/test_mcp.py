@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import anyio
 import pytest
 from conftest import ROOT
-from helpers import NCCL_LINE, training_log
+from helpers import NCCL_LINE, call, training_log
 
 from kb.doors.host.live import LiveKb
 from kb.feedback import FeedbackStore
@@ -75,9 +75,14 @@ async def exercise(client, kb) -> dict:
     refused = await client.call_tool("ask", {"query": oversize(kb.settings)})
     out["refused"] = refused
     assert refused.is_error and payload(refused)["status"] == 413
-    assert "KB_MAX_QUERY_BYTES" in payload(refused)["error"] and "part of the log" in payload(refused)["error"]
+    assert (
+        "KB_MAX_QUERY_BYTES" in payload(refused)["error"] and "part of the log" in payload(refused)["error"]
+    )
     missing = await client.call_tool("get_entry", {"entry_id": "no-such-entry"})
-    assert missing.is_error and payload(missing) == {"error": "no entry 'no-such-entry' in the index", "status": 404}
+    assert missing.is_error and payload(missing) == {
+        "error": "no entry 'no-such-entry' in the index",
+        "status": 404,
+    }
     bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})
     assert bad_k.is_error and payload(bad_k)["status"] == 422 and '"k"' in payload(bad_k)["error"]
     empty = await client.call_tool("search", {"query": "   "})
@@ -166,7 +171,6 @@ def test_streamable_http_lists_calls_and_refuses_what_is_too_big(seeds_index, se
 def test_mounted_in_kb_serve_beside_the_chat_and_api(seeds_kb):
     from mcp import Client
 
-    from helpers import call
     from kb.doors.host.app import create_app
     from kb.doors.host.server import Served
 

@@ -29,7 +29,13 @@ def _translation(hit) -> dict | None:
     t = hit.translation
     if t is None:
         return None
-    return {"entry_id": t.id, "doc": t.doc, "lines": f"{t.start_line}-{t.end_line}", "title": t.title, "lang": t.lang}
+    return {
+        "entry_id": t.id,
+        "doc": t.doc,
+        "lines": f"{t.start_line}-{t.end_line}",
+        "title": t.title,
+        "lang": t.lang,
+    }
 
 
 def to_document(hit, result) -> Document:

@@ -199,5 +199,8 @@ class SlackFeedback:
         except KbError as e:  # shown under the field, the modal stays open
             ack(response_action="errors", errors={"named": str(e)[:150]})
             return
+        try:  # stored before the answer to Slack: once the form closes, the row has it
+            self.store.vote(int(meta), "down", comment, right)
+        except KbError as e:
+            log.warning("could not store the feedback form: %s", e)
         ack()
-        self.store.vote(int(meta), "down", comment, right)

@@ -30,7 +30,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from slack_stub import BOT_ID, BOT_USER, TEAM, SlackStub
+from slack_stub import BOT_USER, TEAM, SlackStub
 
 from kb.doors.web.render import UI
 
@@ -389,32 +389,3 @@ def copy_index(seeds_index: Path, tmp_path: Path) -> tuple[Path, str]:
 
 def manifest(index: Path) -> dict:
     return json.loads((index / "manifest.json").read_text())
-
-
-def slack_feedback_click(url: str, post, row_id: int, value: str, trigger_id: str | None = None):
-    """The `block_actions` request Slack sends when a feedback button is clicked."""
-    payload = {
-        "type": "block_actions",
-        "team": {"id": TEAM, "domain": "test"},
-        "user": {"id": "UALICE", "username": "alice", "team_id": TEAM},
-        "api_app_id": "AKB",
-        "token": "legacy",
-        "trigger_id": trigger_id or f"{time.time():.0f}.{uuid.uuid4().int % 10**6}.abc",
-        "container": {"type": "message", "message_ts": post.response["ts"], "channel_id": "CGENERAL"},
-        "channel": {"id": "CGENERAL", "name": "general"},
-        "message": {"type": "message", "bot_id": BOT_ID, "user": BOT_USER, "ts": post.response["ts"]},
-        "response_url": "https://hooks.slack.invalid/actions/1",
-        "actions": [
-            {
-                "type": "feedback_buttons",
-                "action_id": "kb_feedback",
-                "block_id": f"kb_feedback:{row_id}",
-                "value": value,
-                "text": {"type": "plain_text", "text": "👎" if value == "down" else "👍"},
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    return signed_post(
-        url, urllib.parse.urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded"
-    )

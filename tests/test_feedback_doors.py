@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import ROOT
 from helpers import ANSWERED, CHROMIUM, NCCL_LINE, SECRET, browser_page, call, kb_serve, mention, post_event
-from helpers import slack_feedback_click as click
+from slack_actions import feedback_click as click
 
 from kb.feedback import FeedbackStore
 

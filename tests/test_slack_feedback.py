@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 
 import pytest
 from helpers import NCCL_LINE, mention, post_event, signed_post
-from helpers import slack_feedback_click as click
-from slack_stub import BOT_ID, TEAM
+from slack_actions import feedback_click as click
+from slack_actions import view_submission as submit
 
 pytest.importorskip("slack_bolt")
 pytestmark = pytest.mark.slow
@@ -34,28 +34,6 @@ def ask_in_slack(bot, stub, text: str):
     assert buttons["type"] == "feedback_buttons" and buttons["action_id"] == "kb_feedback"
     assert (buttons["positive_button"]["value"], buttons["negative_button"]["value"]) == ("up", "down")
     return post, int(block["block_id"].removeprefix("kb_feedback:"))
-
-
-def submit(url: str, view: dict, values: dict):
-    """The `view_submission` request Slack sends when the modal is sent."""
-    payload = {
-        "type": "view_submission",
-        "team": {"id": TEAM, "domain": "test"},
-        "user": {"id": "UALICE", "username": "alice", "team_id": TEAM},
-        "api_app_id": "AKB",
-        "token": "legacy",
-        "trigger_id": "1.2.3",
-        "view": {
-            **view,
-            "id": "V1",
-            "team_id": TEAM,
-            "app_id": "AKB",
-            "bot_id": BOT_ID,
-            "state": {"values": values},
-        },
-        "response_urls": [],
-    }
-    return signed_post(url, urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded")
 
 
 def wait_for_vote(store, row_id: int, vote: str):

@@ -168,12 +168,14 @@ def test_streamable_http_lists_calls_and_refuses_what_is_too_big(seeds_index, se
     assert [(r.door, r.query) for r in rows] == [("mcp", BREAD)]
 
 
-def test_mounted_in_kb_serve_beside_the_chat_and_api(seeds_kb):
+def test_mounted_in_kb_serve_beside_the_chat_and_api(seeds_kb, tmp_path, monkeypatch):
     from mcp import Client
 
     from kb.doors.host.app import create_app
     from kb.doors.host.server import Served
 
+    # The chat is built in this process: its files go here, and the variable goes with the test.
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
     served = Served(create_app(seeds_kb, mcp=True)).start()
     base = f"http://127.0.0.1:{served.address[1]}"
     try:

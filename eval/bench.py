@@ -26,6 +26,11 @@ Built indexes are cached in the cache folder between runs (keyed by the code tha
 --rebuild forces fresh builds. Results: OUT/bench.md, OUT/bench.png and OUT/bench.json (every
 number).
 
+Issue 13's measurements (cold `kb search --json` processes before/after with a breakdown,
+`--batch` on the real posts, re-ingest after one edited file at 10k/100k, warm search beside the
+recipe, the gold sets before/after) are eval/bench_speed.py's; they write their own section at
+the end of bench.md, which this script keeps (it rewrites the rest).
+
 Parts: bench_corpus.py (corpora and queries), bench_workers.py (the measurements, in child
 processes; search is timed through the searcher's timing hook, nothing is patched),
 bench_report.py (the report); this file runs the children and keeps the cache.
@@ -300,7 +305,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     json_path = args.out / "bench.json"
     json_path.write_text(json.dumps(report, indent=1))
-    (args.out / "bench.md").write_text(render_markdown(report), "utf-8")
+    md = args.out / "bench.md"
+    kept = ""  # eval/bench_speed.py's section survives a new run of this script
+    if md.exists() and "<!-- bench_speed.py: begin -->" in md.read_text("utf-8"):
+        kept = (
+            "\n<!-- bench_speed.py: begin -->"
+            + md.read_text("utf-8").split("<!-- bench_speed.py: begin -->", 1)[1]
+        )
+    md.write_text(render_markdown(report).rstrip("\n") + "\n" + kept, "utf-8")
     render_chart(report, args.out / "bench.png")
     _log(f"wrote {args.out / 'bench.md'}, {args.out / 'bench.png'} and {json_path}")
     return 0

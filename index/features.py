@@ -18,6 +18,7 @@ posts (eval/fit.py), so no weight here is set by hand. The features, grouped:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,8 @@ import numpy as np
 from ingest.entry import Entry
 
 from .codes import conflicts
-from .evidence import EntryFacts, Vocabulary, informative
+from .evidence import Vocabulary, informative
+from .facts import EntryFacts
 from .post import Post
 from .seams import VectorHits
 from .text import tokenize
@@ -163,7 +165,7 @@ def candidate_features(
     lang: str,
     idx: np.ndarray,
     legs: Legs,
-    entries: list[Entry],
+    entries: Sequence[Entry],
     facts: EntryFacts,
     vocab: Vocabulary,
 ) -> tuple[np.ndarray, dict[int, str]]:
@@ -179,7 +181,7 @@ def _rank_column(idx: np.ndarray, ranks: dict[int, int]) -> np.ndarray:
     return np.array([1.0 / np.log2(1 + ranks[int(i)]) if int(i) in ranks else 0.0 for i in idx])
 
 
-def _dense_columns(views: list[View], idx: np.ndarray, legs: Legs, entries: list[Entry]) -> dict:
+def _dense_columns(views: list[View], idx: np.ndarray, legs: Legs, entries: Sequence[Entry]) -> dict:
     ev = legs.dense
     floor = ev.floor
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evidence import EntryFacts, Vocabulary, informative
+from .evidence import Vocabulary, informative
+from .facts import EntryFacts
 from .post import Post
 from .ranker import GATE_FEATURES, softmax_by_group
 from .text import tokenize

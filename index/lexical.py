@@ -6,6 +6,11 @@ The matrix is stored column-wise (CSC: for each term, the docs that contain it a
 weights), so a search only reads the columns of the query's terms: a few thousand numbers, not
 the whole index. Plain numpy arrays, in the file layout of `scipy.sparse.save_npz`, so a query
 never imports scipy (about 0.3 s of a cold `kb search`).
+
+Beside it, row-wise, each document's terms and counts (`doc_terms`, `doc_tf`): what a rebuild
+copies for the documents that did not change (index/build.py: no unchanged entry is tokenized
+again), and what the per-entry facts read as an entry's tokens (index/facts.py). From the rows,
+the columns are one stable argsort away (0.4 s for the 6M terms of 100k entries).
 """
 
 from __future__ import annotations
@@ -26,78 +31,51 @@ B = 0.75
 class Bm25:
     def __init__(
         self,
-        vocab: dict[str, int],
+        terms: list[str],
         data: np.ndarray,
         indices: np.ndarray,
         indptr: np.ndarray,
-        n_docs: int,
         idf: np.ndarray,
-        counts: dict[str, np.ndarray] | None = None,
+        rows: DocTerms,
     ) -> None:
-        self.vocab = vocab
+        self.terms = terms  # term id -> term
+        self.vocab = {t: j for j, t in enumerate(terms)}
         # CSC: the docs of term j are indices[indptr[j]:indptr[j+1]], their weights data[...].
         self.data = data
         self.indices = indices
         self.indptr = indptr
-        self.n_docs = n_docs
-        self.idf_arr = idf  # per term, in vocabulary order
-        # What a rebuild reuses (read only by a build): raw term counts in the same layout
-        # ("tf"), doc lengths ("doc_len") and a key per doc ("keys", see store.py).
-        self.counts = counts
+        self.idf_arr = idf  # per term, in term id order
+        self.rows = rows
+        self.n_docs = rows.n_docs
 
     @classmethod
-    def build(
-        cls,
-        docs: Sequence[list[str] | None],
-        keys: Sequence[str] | None = None,
-        previous: Bm25 | None = None,
-    ) -> Bm25:
-        """docs[i] is doc i's token list, or None when `previous` has a doc with key keys[i]:
-        then its term counts are copied from there instead of tokenizing the text again
-        (re-ingesting 10k entries after one edit spent most of its time re-tokenizing)."""
-        vocab: dict[str, int] = dict(previous.vocab) if previous is not None else {}
-        lengths = np.zeros(len(docs), dtype=np.float32)
-        row, col, tf = _term_counts(docs, keys, previous, vocab, lengths)
-        n = len(docs)
-        # Terms no doc uses any more (their docs changed) leave the vocabulary.
-        used = np.zeros(len(vocab), dtype=bool)
-        used[col] = True
-        if not used.all():
-            remap = np.cumsum(used) - 1
-            col = remap[col]
-            vocab = {t: int(remap[j]) for t, j in vocab.items() if used[j]}
+    def build(cls, docs: Sequence[list[str]]) -> Bm25:
+        """BM25 of token lists (doc i is docs[i])."""
+        counts = CountsBuilder()
+        counts.add(docs)
+        return counts.finish()
+
+    @classmethod
+    def from_rows(cls, terms: list[str], rows: DocTerms) -> Bm25:
+        """The weighted columns of documents given row-wise (term ids into `terms`)."""
+        n = rows.n_docs
+        lengths = rows.doc_len.astype(np.float32)
         avgdl = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
-        df = np.bincount(col, minlength=len(vocab)).astype(np.float32)
+        order = np.argsort(rows.doc_terms, kind="stable")  # by term; docs stay ascending within one
+        col = rows.doc_terms[order]
+        row = np.repeat(np.arange(n, dtype=np.int32), np.diff(rows.doc_ptr))[order]
+        tf = rows.doc_tf[order].astype(np.float32)
+        df = np.bincount(col, minlength=len(terms)).astype(np.float32)
         idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         w = idf[col] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * lengths[row] / avgdl))
-        order = np.lexsort((row, col))  # column-major, docs ascending within a column
-        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(df.astype(np.int64), out=indptr[1:])
-        counts: dict[str, np.ndarray] = {
-            "tf": np.minimum(tf[order], 65535).astype(np.uint16),
-            "doc_len": lengths.astype(np.int32),
-            "keys": np.array(list(keys) if keys is not None else [""] * n, dtype="S40"),
-        }
-        return cls(vocab, w[order].astype(np.float32), row[order].astype(np.int32), indptr, n, idf, counts)
+        return cls(terms, w.astype(np.float32), row, indptr, idf, rows)
 
-    def key_rows(self) -> dict[str, int]:
-        """Doc key -> row, for the docs a rebuild can copy (none without stored counts)."""
-        if not self.counts:
-            return {}
-        return {k.decode(): i for i, k in enumerate(self.counts["keys"].tolist()) if k}
-
-    def _counts_of(self, old: np.ndarray, new: np.ndarray):
-        """(row, term, tf) triples of docs `old`, renumbered as docs `new`; and their lengths."""
-        by_doc = np.argsort(self.indices, kind="stable")  # nonzeros grouped by doc
-        doc_ptr = np.zeros(self.n_docs + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.indices, minlength=self.n_docs), out=doc_ptr[1:])
-        term_of = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))
-        lens = doc_ptr[old + 1] - doc_ptr[old]
-        starts = np.repeat(doc_ptr[old] - np.cumsum(lens) + lens, lens)
-        picks = by_doc[starts + np.arange(lens.sum())]
-        assert self.counts is not None  # only an index loaded with counts=True is reused
-        tf = self.counts["tf"][picks].astype(np.float32)
-        return np.repeat(new, lens), term_of[picks], tf, self.counts["doc_len"][old].astype(np.float32)
+    def doc_terms(self, i: int) -> list[str]:
+        """The distinct terms of document i."""
+        terms = self.terms
+        return [terms[j] for j in self.rows.of(i).tolist()]
 
     @property
     def size(self) -> int:
@@ -138,67 +116,118 @@ class Bm25:
         return scores.astype(np.float32), best
 
     def save(self, directory: Path) -> None:
-        # The layout scipy.sparse.save_npz writes (uncompressed), readable by load_npz too.
-        arrays: dict[str, np.ndarray] = {
-            "indices": self.indices,
-            "indptr": self.indptr,
-            "format": np.array("csc"),
-            "shape": np.array([self.n_docs, len(self.vocab)]),
-            "data": self.data,
-            **(self.counts or {}),
-        }
-        np.savez(directory / "bm25.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle
-        np.save(directory / "bm25_idf.npy", self.idf_arr)
-        (directory / "bm25_vocab.json").write_text(json.dumps(self.vocab, ensure_ascii=False), "utf-8")
+        # The layout scipy.sparse.save_npz writes (uncompressed), readable by load_npz too, plus
+        # the rows.
+        np.savez(
+            directory / "bm25.npz",
+            indices=self.indices,
+            indptr=self.indptr,
+            format=np.array("csc"),
+            shape=np.array([self.n_docs, len(self.terms)]),
+            data=self.data,
+            idf=self.idf_arr,
+            doc_ptr=self.rows.doc_ptr,
+            doc_terms=self.rows.doc_terms,
+            doc_tf=self.rows.doc_tf,
+            doc_len=self.rows.doc_len,
+        )
+        (directory / "bm25_terms.json").write_text(json.dumps(self.terms, ensure_ascii=False), "utf-8")
 
     @classmethod
-    def load(cls, directory: Path, counts: bool = False) -> Bm25:
-        """counts=True also reads what a rebuild reuses (when the file has it)."""
+    def load(cls, directory: Path) -> Bm25:
         with np.load(directory / "bm25.npz") as z:
             fmt = z["format"].item()
             fmt = fmt.decode("ascii") if isinstance(fmt, bytes) else str(fmt)
             if fmt != "csc":
                 raise ValueError(f"bm25.npz holds a {fmt!r} matrix, expected csc")
             n_docs = int(z["shape"][0])
-            data, indices, indptr = z["data"], z["indices"], z["indptr"]
-            extra = {k: z[k] for k in ("tf", "doc_len", "keys")} if counts and "tf" in z.files else None
-        idf = np.load(directory / "bm25_idf.npy")
-        vocab = json.loads((directory / "bm25_vocab.json").read_text("utf-8"))
-        if len(indptr) != len(vocab) + 1 or len(data) != len(indices):
-            raise ValueError("bm25.npz does not match bm25_vocab.json")
-        return cls(vocab, data.astype(np.float32, copy=False), indices, indptr, n_docs, idf, extra)
+            data, indices, indptr, idf = z["data"], z["indices"], z["indptr"], z["idf"]
+            rows = DocTerms(z["doc_ptr"], z["doc_terms"], z["doc_tf"], z["doc_len"])
+        terms = json.loads((directory / "bm25_terms.json").read_text("utf-8"))
+        if (
+            len(indptr) != len(terms) + 1
+            or len(data) != len(indices)
+            or rows.n_docs != n_docs
+            or len(idf) != len(terms)
+        ):
+            raise ValueError("bm25.npz does not match bm25_terms.json")
+        return cls(terms, data.astype(np.float32, copy=False), indices, indptr, idf, rows)
 
 
-def _term_counts(docs, keys, previous: Bm25 | None, vocab: dict[str, int], lengths: np.ndarray):
-    """(doc, term, count) triples of every doc, new terms added to `vocab` and doc lengths to
-    `lengths`; a doc given as None is copied from `previous` by its key."""
-    # Typed arrays, not lists: at 100k entries (6M term-doc pairs) lists of int objects
-    # took ~0.5 GB of the build's peak memory.
-    rows, cols, counts_ = array("q"), array("q"), array("f")
-    reuse_new: list[int] = []
-    reuse_old: list[int] = []
-    old_row = previous.key_rows() if previous is not None else {}
-    for i, doc in enumerate(docs):
-        if doc is None:
-            assert keys is not None  # a reused doc is found by its key
-            reuse_new.append(i)
-            reuse_old.append(old_row[keys[i]])
-            continue
-        for term, count in Counter(doc).items():
-            cols.append(vocab.setdefault(term, len(vocab)))
-            rows.append(i)
-            counts_.append(count)
-        lengths[i] = len(doc)
-    row = np.frombuffer(rows, dtype=np.int64) if rows else np.zeros(0, dtype=np.int64)
-    col = np.frombuffer(cols, dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
-    tf = np.frombuffer(counts_, dtype=np.float32) if counts_ else np.zeros(0, dtype=np.float32)
-    if reuse_new:
-        assert previous is not None
-        r_row, r_col, r_tf, r_len = previous._counts_of(np.array(reuse_old), np.array(reuse_new))
-        row, col, tf = (
-            np.concatenate([row, r_row]),
-            np.concatenate([col, r_col]),
-            np.concatenate([tf, r_tf]),
-        )
-        lengths[reuse_new] = r_len
-    return row, col, tf
+class DocTerms:
+    """Documents row-wise: doc i's term ids are doc_terms[doc_ptr[i]:doc_ptr[i+1]], their counts
+    doc_tf[...]; doc_len[i] is its number of tokens."""
+
+    def __init__(self, doc_ptr: np.ndarray, doc_terms: np.ndarray, doc_tf: np.ndarray, doc_len: np.ndarray):
+        self.doc_ptr = doc_ptr
+        self.doc_terms = doc_terms
+        self.doc_tf = doc_tf
+        self.doc_len = doc_len
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ptr) - 1
+
+    def of(self, i: int) -> np.ndarray:
+        return self.doc_terms[int(self.doc_ptr[i]) : int(self.doc_ptr[i + 1])]
+
+
+class CountsBuilder:
+    """Documents row-wise for a new index: runs copied from an older index (term ids carried
+    over) and new token lists; `finish` drops the terms no document uses any more."""
+
+    def __init__(self, previous: Bm25 | None = None) -> None:
+        self.terms: list[str] = list(previous.terms) if previous is not None else []
+        self._vocab: dict[str, int] = dict(previous.vocab) if previous is not None else {}
+        self._lens: list[np.ndarray] = []  # terms per doc, per run
+        self._ids: list[np.ndarray] = []
+        self._tf: list[np.ndarray] = []
+        self._doc_len: list[np.ndarray] = []
+
+    def copy(self, previous: Bm25, start: int, stop: int) -> None:
+        """Docs start..stop-1 of `previous` (whose terms this builder started from)."""
+        r = previous.rows
+        a, b = int(r.doc_ptr[start]), int(r.doc_ptr[stop])
+        self._lens.append(np.diff(r.doc_ptr[start : stop + 1]))
+        self._ids.append(r.doc_terms[a:b])
+        self._tf.append(r.doc_tf[a:b])
+        self._doc_len.append(r.doc_len[start:stop])
+
+    def add(self, docs: Sequence[list[str]]) -> None:
+        # Typed arrays, not lists: at 100k entries (6M term-doc pairs) lists of int objects
+        # took ~0.5 GB of the build's peak memory.
+        ids, tf = array("i"), array("l")
+        lens = np.zeros(len(docs), dtype=np.int64)
+        doc_len = np.zeros(len(docs), dtype=np.int32)
+        vocab, terms = self._vocab, self.terms
+        for i, doc in enumerate(docs):
+            counts = Counter(doc)
+            for term, c in counts.items():
+                j = vocab.get(term)
+                if j is None:
+                    j = vocab[term] = len(terms)
+                    terms.append(term)
+                ids.append(j)
+                tf.append(c)
+            lens[i] = len(counts)
+            doc_len[i] = len(doc)
+        self._lens.append(lens)
+        self._ids.append(np.frombuffer(ids, dtype=np.int32) if ids else np.zeros(0, np.int32))
+        self._tf.append(np.minimum(np.frombuffer(tf, dtype=np.int64) if tf else np.zeros(0, np.int64), 65535))
+        self._doc_len.append(doc_len)
+
+    def finish(self) -> Bm25:
+        def cat(parts, dtype):
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+        lens = cat(self._lens, np.int64)
+        doc_ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=doc_ptr[1:])
+        ids, terms = cat(self._ids, np.int32), self.terms
+        used = np.bincount(ids, minlength=len(terms)) > 0
+        if not used.all():  # terms no doc uses any more (their docs changed) leave the vocabulary
+            remap = (np.cumsum(used) - 1).astype(np.int32)
+            ids = remap[ids]
+            terms = [t for t, u in zip(terms, used.tolist(), strict=True) if u]
+        rows = DocTerms(doc_ptr, ids, cat(self._tf, np.uint16), cat(self._doc_len, np.int32))
+        return Bm25.from_rows(terms, rows)

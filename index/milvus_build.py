@@ -1,6 +1,11 @@
 """Building a Milvus generation (index/milvus_store.py has the layout): embed what changed, link
 translations, write three new collections, then switch the alias.
 
+The entries table, translation links, BM25 term rows and per-entry facts (index format 2) come
+from the same code as the FAISS `Builder` (index/assemble.py, index/build.py `fresh_rows`,
+`VectorSource`, `terms_and_facts`); only where they are written differs. Every file is parsed
+again (no parse cache: the index folder is not used).
+
 As with the FAISS files, a build never edits the live index: vectors of unchanged texts are read
 back from the live generation by their text hash and copied into the new one, so re-ingesting
 after an edit embeds only the texts that changed, and an entry that was deleted (or changed) is
@@ -19,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,21 +32,39 @@ import numpy as np
 
 from ingest.entry import Entry
 
-from .build import BuildStats, Link, Progress, _embed_rows, _link, _manifest
+from .assemble import assemble, link_partners
+from .build import (
+    BuildStats,
+    Linker,
+    Progress,
+    VectorSource,
+    fresh_rows,
+    manifest_of,
+    sources_of,
+    terms_and_facts,
+    text_key,
+)
+from .entries import EntryTable
+from .facts import FactsTable
 from .lexical import K1, B, Bm25
 from .milvus_store import (
     MilvusOptions,
+    blob_rows,
     connect,
     encode,
     generation_of,
     live_collection,
     pack,
-    read_blobs,
+    pack_bytes,
+    read_manifest,
     read_vectors,
+    tables_blob,
 )
+from .previous import VectorsByText
 from .seams import Embedder
+from .segments import KEY_BYTES
 from .store import IndexError_
-from .views import lexical_tokens
+from .vectors import KINDS
 
 BATCH = 1000  # rows per insert (a gRPC message stays far below its 64 MB limit)
 MAX_TEXT = 65000  # characters of encoded tokens per entry (a VARCHAR's limit is 65535 bytes)
@@ -123,13 +146,27 @@ def _insert(client, collection: str, rows: list[dict]) -> None:
         client.insert(collection, rows[i : i + BATCH])
 
 
-def _lexical_text(entry: Entry) -> str:
-    text = " ".join(encode(t) for t in lexical_tokens(entry))
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT].rsplit(" ", 1)[0]
+def _lexical_texts(bm25: Bm25) -> list[str]:
+    """Each entry's tokens, as many times as it has them, for Milvus' BM25 field: from the terms
+    and counts our BM25 keeps per entry (nothing is tokenized again)."""
+    words = [encode(t) for t in bm25.terms]
+    rows = bm25.rows
+    out = []
+    for i in range(rows.n_docs):
+        lo, hi = int(rows.doc_ptr[i]), int(rows.doc_ptr[i + 1])
+        tf = rows.doc_tf[lo:hi].tolist()
+        text = " ".join(
+            " ".join([words[j]] * c) for j, c in zip(rows.doc_terms[lo:hi].tolist(), tf, strict=True)
+        )
+        out.append(text if len(text) <= MAX_TEXT else text[:MAX_TEXT].rsplit(" ", 1)[0])
+    return out
 
 
-def write_generation(client, generation: str, manifest: dict, entries: list[Entry], rows, vectors) -> None:
+def write_generation(
+    client, generation: str, manifest: dict, tables: tuple[EntryTable, Bm25, FactsTable], rows, vectors
+) -> None:
     """Fill a new generation's collections; `rows` are (entry, kind, key) per vector row."""
+    entries, bm25, facts = tables
     _create(client, generation, vectors.shape[1])
     _insert(
         client,
@@ -142,19 +179,15 @@ def write_generation(client, generation: str, manifest: dict, entries: list[Entr
     _insert(
         client,
         f"{generation}_entries",
-        [{"pos": i, "id": e.id, "lang": e.lang, "text": _lexical_text(e)} for i, e in enumerate(entries)],
+        [
+            {"pos": i, "id": e_id, "lang": lang, "text": text}
+            for i, (e_id, lang, text) in enumerate(
+                zip(entries.ids, entries.langs, _lexical_texts(bm25), strict=True)
+            )
+        ],
     )
-    bm25 = Bm25.build([lexical_tokens(e) for e in entries])
-    blobs = {
-        "manifest": manifest,
-        "entries": [e.to_dict() for e in entries],
-        "vocab": {t: float(bm25.idf_arr[j]) for t, j in bm25.vocab.items()},
-    }
-    meta = [
-        {"part": k, "name": name, "data": chunk, "dummy": [0.0, 0.0]}
-        for k, (name, chunk) in enumerate((n, c) for n, b in blobs.items() for c in pack(b))
-    ]
-    _insert(client, f"{generation}_meta", meta)
+    blobs = {"manifest": pack(manifest), "tables": pack_bytes(tables_blob(entries, facts, bm25))}
+    _insert(client, f"{generation}_meta", blob_rows(blobs))
     for suffix in ("_rows", "_entries", "_meta"):
         client.flush(generation + suffix)
         client.load_collection(generation + suffix)
@@ -174,20 +207,32 @@ def switch(client, name: str, generation: str) -> None:
             client.drop_collection(c)
 
 
-def _previous(client, options: MilvusOptions, embedder: Embedder) -> tuple[dict | None, tuple]:
-    """The live manifest, and its vectors by text hash when the same embedder made them."""
-    nothing: tuple = ({}, np.zeros((0, embedder.dim), dtype=np.float32))
+def _previous(client, options: MilvusOptions, embedder: Embedder) -> VectorsByText | None:
+    """The live generation's vectors by text hash, when the same embedder made them."""
     meta = live_collection(client, options.name)
     if meta is None:
-        return None, nothing
-    try:
-        manifest = read_blobs(client, meta).get("manifest")
-    except Exception:
-        return None, nothing
-    if not manifest or manifest.get("embedder", {}).get("id") != embedder.id:
-        return manifest, nothing
+        return None
+    manifest = read_manifest(client, meta)
+    if manifest.get("embedder", {}).get("id") != embedder.id:
+        return None
     keys, vecs = read_vectors(client, generation_of(meta), embedder.dim)
-    return manifest, ({k: i for i, k in enumerate(keys)}, vecs)
+    return VectorsByText(
+        np.asarray(keys, dtype=f"S{KEY_BYTES}"), lambda rows: vecs[np.asarray(rows, dtype=np.int64)]
+    )
+
+
+def _generation(options: MilvusOptions) -> str:
+    return f"{options.name}_g{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}_{os.urandom(3).hex()}"
+
+
+def _write(client, generation: str, manifest: dict, tables, rows, vectors) -> None:
+    try:
+        write_generation(client, generation, manifest, tables, rows, vectors)
+    except BaseException:
+        for suffix in ("_rows", "_entries", "_meta"):
+            if client.has_collection(generation + suffix):
+                client.drop_collection(generation + suffix)
+        raise
 
 
 def build(
@@ -197,70 +242,91 @@ def build(
     sources: list[str],
     problems: list[str] | None = None,
     progress: Progress | None = None,
-    link: Link | None = None,
+    link: Linker | Callable | None = None,
     warnings: list[str] | None = None,
     client=None,
 ) -> BuildStats:
-    """index/build.py `build`, into Milvus."""
+    """index/build.py `Builder.build`, into Milvus: the same entries table, terms, facts and
+    links, from the same code; vectors of texts the live generation has are copied, not embedded."""
     t0 = time.perf_counter()
     with builder_lock(options):
         client = client or connect(options)
-        _, previous = _previous(client, options, embedder)
-        rows = _embed_rows(entries, embedder, previous, progress)
-        entries = _link(entries, link, rows, embedder.dim)
+        a = assemble(sources_of(entries), None)
+        rows, texts = fresh_rows(a.parsed)
+        source = VectorSource(_previous(client, options, embedder), embedder)
+        t_start = time.perf_counter()
+        todo = source.embed_missing(rows.key, texts, progress)
+        t_embed = time.perf_counter() - t_start
+        partner, _ = link_partners(a, None, link, lambda ts: source([text_key(t) for t in ts]))
+        table = a.table.finish(partner)
+        bm25, facts = terms_and_facts(a, None)
         if progress:
             progress("index", 0, 1)
-        generation = f"{options.name}_g{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}_{os.urandom(3).hex()}"
-        manifest = _manifest(generation, embedder, entries, rows, sources, problems, warnings)
+        vectors = source(rows.key)
+        generation = _generation(options)
+        manifest = manifest_of(
+            generation, embedder.id, vectors.shape[1], table, len(rows.key), sources, problems, warnings
+        )
         manifest["store"] = {"backend": "milvus", "uri": options.uri, "name": options.name}
-        triples = [(e, kind, key) for (e, kind, _), key in zip(rows.rows, rows.keys, strict=True)]
-        try:
-            write_generation(client, generation, manifest, entries, triples, rows.vectors)
-        except BaseException:
-            for suffix in ("_rows", "_entries", "_meta"):
-                if client.has_collection(generation + suffix):
-                    client.drop_collection(generation + suffix)
-            raise
+        triples = [
+            (e, KINDS[k], key.decode())
+            for e, k, key in zip(rows.entry.tolist(), rows.kind.tolist(), rows.key.tolist(), strict=True)
+        ]
+        _write(client, generation, manifest, (table, bm25, facts), triples, vectors)
         switch(client, options.name, generation)
         if progress:
             progress("index", 1, 1)
-        total = time.perf_counter() - t0
+        embedded_rows = int(np.isin(rows.key, np.asarray(todo, dtype=f"S{KEY_BYTES}")).sum()) if todo else 0
         return BuildStats(
-            entries=len(entries),
-            rows=len(rows.rows),
-            embedded=len(rows.todo),
-            reused=len(set(rows.keys)) - len(rows.todo),
-            seconds_embed=rows.seconds_embed,
-            seconds_total=total,
+            entries=len(table),
+            rows=len(rows.key),
+            embedded=len(todo),
+            reused=len(rows.key) - embedded_rows,
+            seconds_embed=t_embed,
+            seconds_total=time.perf_counter() - t0,
+            files_parsed=len(a.files),
         )
 
 
-def _faiss_rows(loaded) -> np.ndarray:
-    """The vectors of a FAISS-backed LoadedIndex (a language subset has no file of its own)."""
+def _faiss_rows(loaded) -> tuple[list[tuple[int, str, str]], np.ndarray]:
+    """The live rows of a FAISS-backed LoadedIndex ((entry, kind, row number) and vectors), read
+    from its segments in memory (a language subset has no files of its own)."""
     import faiss
 
-    index = loaded.vectors.store._index
-    if hasattr(index, "nprobe"):  # IVF: rows can be read back once it keeps a direct map
-        faiss.extract_index_ivf(index).make_direct_map()
-    return index.reconstruct_n(0, index.ntotal)
+    parts = []
+    for seg in loaded.vectors.segments:
+        if hasattr(seg, "vectors"):  # flat: the rows themselves
+            parts.append(seg.vectors)
+            continue
+        index = seg._index
+        if hasattr(index, "nprobe"):  # IVF: rows can be read back once it keeps a direct map
+            faiss.extract_index_ivf(index).make_direct_map()
+        parts.append(index.reconstruct_n(0, index.ntotal))
+    vectors = (
+        np.concatenate(parts) if parts else np.zeros((0, loaded.manifest["embedder"]["dim"]), np.float32)
+    )
+    entry, kinds = loaded.vectors.row_entries, loaded.vectors.row_kinds
+    live = np.flatnonzero(entry >= 0)
+    return [(int(entry[r]), kinds[r], str(r)) for r in live.tolist()], vectors[live]
 
 
 def publish(loaded, options: MilvusOptions):
-    """The same entries and rows as a FAISS-backed LoadedIndex, as a Milvus generation (opened):
-    what `kb eval` compares the two stores on. Published again only when the source changed."""
+    """The same entries, facts, terms and rows as a FAISS-backed LoadedIndex, as a Milvus
+    generation (opened): what `kb eval` compares the two stores on. Published again only when
+    the source changed."""
     from .milvus_store import load
 
     client = connect(options)
     source = f"{loaded.manifest.get('generation')}|{loaded.manifest.get('counts', {}).get('langs')}"
     meta = live_collection(client, options.name)
-    if meta is not None and read_blobs(client, meta).get("manifest", {}).get("published_from") == source:
+    if meta is not None and read_manifest(client, meta).get("published_from") == source:
         return load(options, None, client)
     with builder_lock(options):
-        generation = f"{options.name}_g{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}_{os.urandom(3).hex()}"
+        generation = _generation(options)
+        triples, vectors = _faiss_rows(loaded)
         manifest = dict(loaded.manifest, generation=generation, published_from=source)
-        manifest["counts"] = dict(manifest.get("counts", {}), rows=loaded.vectors.size)
-        kinds = loaded.vectors.row_kinds
-        triples = [(int(e), kinds[r], str(r)) for r, e in enumerate(loaded.vectors.row_entries)]
-        write_generation(client, generation, manifest, loaded.entries, triples, _faiss_rows(loaded))
+        manifest["counts"] = dict(manifest.get("counts", {}), rows=len(triples))
+        tables = (loaded.entries, loaded.lexical, loaded.facts_table)
+        _write(client, generation, manifest, tables, triples, vectors)
         switch(client, options.name, generation)
     return load(options, None, client)

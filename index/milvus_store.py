@@ -3,7 +3,8 @@
 A generation is three collections named `<name>_g<stamp>_...`: `_rows` (one dense row per
 entry view: row, entry position, kind, text hash, vector; exact IP search), `_entries` (one row
 per entry: position, id, language, and a BM25 field computed by Milvus from our own tokens) and
-`_meta` (the manifest, the entries as JSON and our vocabulary's idf, chunked). The alias `<name>`
+`_meta` (the manifest, and what index/store.py's files hold beside the vectors: the entries
+table, the per-entry facts, our vocabulary's terms and idf and each entry's terms; chunked). The alias `<name>`
 names the live `_meta` collection: switching it is one call, so a reader sees one generation or
 the next, never half of one. Entries and rows are separate collections because a BM25 field over
 rows would count every entry once per view in its document statistics.
@@ -13,7 +14,8 @@ analyzer keeps them whole: Milvus Lite 3.2 has no `whitespace` tokenizer (only `
 `jieba`: measured, "unknown tokenizer type"), and the `chinese`/`standard` analyzers split or drop
 tokens such as `NCCL_SOCKET_IFNAME` or `libhccl.so`. Which tokens exist is ours (index/text.py);
 Milvus only counts them. The features' idf comes from our vocabulary (the same numbers as the
-FAISS store); the BM25 scores come from Milvus (same formula, k1=1.2, b=0.75; Milvus weighs a
+FAISS store), and so do the entries' facts and terms (index/facts.py: computed at build, read at
+search), so the features and the no-match gate are the same code over both stores; the BM25 scores come from Milvus (same formula, k1=1.2, b=0.75; Milvus weighs a
 repeated query term by its count, so a term seen c times is sent round(1 + ln c) times, our
 weight). Milvus Lite keeps BM25 statistics per segment (its own TODO): a collection written in one
 batch is one segment here, a server merges them.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import math
 import re
@@ -36,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.entry import Entry
-
+from .entries import EntryTable
+from .facts import FactsTable
+from .lexical import Bm25
 from .seams import VectorHits
 from .store import FORMAT_VERSION, IndexError_, LoadedIndex
 
@@ -125,13 +129,43 @@ def _locked_elsewhere(folder: Path) -> bool:
 
 
 # ---- the generation's blobs ------------------------------------------------------------------
-def pack(obj) -> list[str]:
-    raw = base64.b64encode(zlib.compress(json.dumps(obj, ensure_ascii=False).encode("utf-8"), 3)).decode()
+def pack_bytes(data: bytes) -> list[str]:
+    raw = base64.b64encode(zlib.compress(data, 3)).decode()
     return [raw[i : i + CHUNK] for i in range(0, len(raw), CHUNK)] or [""]
 
 
+def unpack_bytes(parts: list[str]) -> bytes:
+    return zlib.decompress(base64.b64decode("".join(parts)))
+
+
+def pack(obj) -> list[str]:
+    return pack_bytes(json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+
+
 def unpack(parts: list[str]):
-    return json.loads(zlib.decompress(base64.b64decode("".join(parts))).decode("utf-8"))
+    return json.loads(unpack_bytes(parts).decode("utf-8"))
+
+
+def tables_blob(entries: EntryTable, facts: FactsTable, bm25: Bm25) -> bytes:
+    """What a search reads beside the vectors and BM25 scores, as one .npz: the entries table
+    (index/entries.py), the facts (index/facts.py), the vocabulary with its idf and each entry's
+    terms (index/lexical.py's rows)."""
+    out = io.BytesIO()
+    np.savez(
+        out,
+        entries=np.frombuffer(entries.blob, dtype=np.uint8),
+        offsets=entries.offsets,
+        ids=np.array(entries.ids, dtype=str),
+        langs=np.array(entries.langs, dtype=str),
+        partner=entries.partner.astype(np.int32),
+        facts=np.frombuffer(facts.blob, dtype=np.uint8),
+        facts_offsets=facts.offsets,
+        terms=np.array(bm25.terms, dtype=str),
+        idf=bm25.idf_arr,
+        doc_ptr=bm25.rows.doc_ptr,
+        doc_terms=bm25.rows.doc_terms,
+    )
+    return out.getvalue()
 
 
 def live_collection(client, name: str) -> str | None:
@@ -148,19 +182,38 @@ def generation_of(meta_collection: str) -> str:
     return meta_collection.removesuffix("_meta")
 
 
-def read_blobs(client, meta_collection: str) -> dict:
-    rows = _query_all(client, meta_collection, ["name", "part", "data"], "part")
-    by_name: dict[str, list[tuple[int, str]]] = {}
-    for r in rows:
-        by_name.setdefault(r["name"], []).append((int(r["part"]), r["data"]))
-    return {n: unpack([d for _, d in sorted(parts)]) for n, parts in by_name.items()}
+def blob_rows(blobs: dict[str, list[str]]) -> list[dict]:
+    """The meta rows of a generation's blobs: blob k's chunks are parts k << 32, k << 32 + 1, ..."""
+    return [
+        {"part": (k << 32) + i, "name": name, "data": chunk, "dummy": [0.0, 0.0]}
+        for k, (name, chunks) in enumerate(blobs.items())
+        for i, chunk in enumerate(chunks)
+    ]
 
 
-def _query_all(client, collection: str, fields: list[str], key: str, window: int = 1000) -> list[dict]:
-    """Every row, by windows of the primary key (0, 1, 2, ... as the builder numbers them): a
-    query is limited to 16384 rows, and pymilvus' query_iterator needs a call Lite lacks."""
+def read_parts(client, meta_collection: str, blob: int) -> list[str]:
+    """The chunks of the generation's blob number `blob` (0: the manifest), in order."""
+    # 100 chunks of 60,000 characters a query: far below gRPC's 64 MB message limit.
+    rows = _query_all(client, meta_collection, ["part", "data"], "part", 100, blob << 32)
+    return [r["data"] for r in sorted(rows, key=lambda r: int(r["part"]))]
+
+
+def read_manifest(client, meta_collection: str) -> dict:
+    """The generation's manifest; {} when it is unreadable (one of an older kb: rebuild)."""
+    try:
+        parts = read_parts(client, meta_collection, 0)
+        return unpack(parts) if parts else {}
+    except Exception:
+        return {}
+
+
+def _query_all(
+    client, collection: str, fields: list[str], key: str, window: int = 1000, start: int = 0
+) -> list[dict]:
+    """Every row from `start` on, by windows of the primary key (start, start + 1, ... as the
+    builder numbers them): a query is limited to 16384 rows, and pymilvus' query_iterator needs
+    a call Lite lacks."""
     out: list[dict] = []
-    start = 0
     while True:
         batch = client.query(
             collection, filter=f"{key} >= {start} and {key} < {start + window}", output_fields=fields
@@ -221,14 +274,25 @@ class MilvusVectors:
 
 class MilvusLexical:
     """LexicalIndex: BM25 scores from Milvus' BM25 field; the vocabulary (which tokens exist and
-    their idf, what the features weigh) from our own, stored with the generation."""
+    their idf, what the features weigh) and each entry's terms (its facts' tokens) from our own,
+    stored with the generation."""
 
-    def __init__(self, client, collection: str, n_docs: int, idf: dict[str, float]) -> None:
+    def __init__(
+        self, client, collection: str, terms: list[str], idf: np.ndarray, doc_ptr, doc_terms
+    ) -> None:
         self.client = client
         self.collection = collection
-        self.n_docs = n_docs
-        self._idf = idf
-        self._max_idf = max(idf.values()) if idf else 1.0
+        self.n_docs = len(doc_ptr) - 1
+        self._terms = terms
+        self._idf = {t: float(v) for t, v in zip(terms, idf.tolist(), strict=True)}
+        self._max_idf = float(idf.max()) if len(idf) else 1.0
+        self._doc_ptr = doc_ptr
+        self._doc_terms = doc_terms
+
+    def doc_terms(self, i: int) -> list[str]:
+        """The distinct terms of entry i (index/lexical.py `Bm25.doc_terms`)."""
+        ids = self._doc_terms[int(self._doc_ptr[i]) : int(self._doc_ptr[i + 1])]
+        return [self._terms[j] for j in ids.tolist()]
 
     @property
     def size(self) -> int:
@@ -278,10 +342,9 @@ def load(options: MilvusOptions, embedder: str | None = None, client=None) -> Lo
     try:
         for suffix in ("_meta", "_rows", "_entries"):  # a reopened Milvus Lite folder starts released
             client.load_collection(gen + suffix)
-        blobs = read_blobs(client, meta)
+        manifest = read_manifest(client, meta)
     except Exception as e:
         raise IndexError_(f"index at {options.label} is unreadable ({e}); rebuild it with `kb ingest`") from e
-    manifest = blobs.get("manifest") or {}
     if manifest.get("format") != FORMAT_VERSION:
         raise IndexError_(
             f"index at {options.label} has format {manifest.get('format')}, this kb reads "
@@ -293,7 +356,19 @@ def load(options: MilvusOptions, embedder: str | None = None, client=None) -> Lo
             f"index at {options.label} was built with embedder {have!r} but {embedder!r} is "
             f"configured; rebuild it with `kb ingest` or configure embedder {have!r}"
         )
-    entries = [Entry.from_dict(d) for d in blobs.get("entries", [])]
+    try:
+        with np.load(io.BytesIO(unpack_bytes(read_parts(client, meta, 1)))) as z:
+            t = {k: z[k] for k in z.files}
+        entries = EntryTable(
+            t["entries"].tobytes(), t["offsets"], t["ids"].tolist(), t["langs"].tolist(), t["partner"]
+        )
+        facts = FactsTable(t["facts"].tobytes(), t["facts_offsets"])
+    except Exception as e:
+        raise IndexError_(f"index at {options.label} is damaged ({e}); rebuild it with `kb ingest`") from e
     vectors = MilvusVectors(client, f"{gen}_rows", int(manifest["counts"]["rows"]))
-    lexical = MilvusLexical(client, f"{gen}_entries", len(entries), blobs.get("vocab", {}))
-    return LoadedIndex(Path(options.label), manifest, entries, vectors, lexical)
+    lexical = MilvusLexical(
+        client, f"{gen}_entries", t["terms"].tolist(), t["idf"], t["doc_ptr"], t["doc_terms"]
+    )
+    if lexical.n_docs != len(entries) or len(facts) != len(entries):
+        raise IndexError_(f"index at {options.label} is inconsistent; rebuild it with `kb ingest`")
+    return LoadedIndex(Path(options.label), manifest, entries, vectors, lexical, facts)

@@ -28,7 +28,7 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .evidence import EntryFacts, Vocabulary, informative
+from .evidence import Vocabulary, informative
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row
 from .post import Post, read_post
@@ -150,7 +150,7 @@ class Searcher:
         self._model = model
         self._by_id = index.by_id
         self.vocab = Vocabulary(index.lexical)
-        self.facts = EntryFacts(index.entries)
+        self.facts = index.facts()
         self.phases = phases or NO_PHASES
 
     @property

@@ -49,6 +49,40 @@ def _implied_partner(doc: str) -> str | None:
     return None
 
 
+def _doc_pairs(docs, declared_pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """(zh doc, en doc) pairs among `docs`: declared, or implied by the path."""
+    pairs = {(zh, en) for zh, en in declared_pairs if zh in docs and en in docs}
+    for doc in docs:
+        partner = _implied_partner(doc)
+        if partner and partner in docs:
+            pairs.add((doc, partner))
+    return pairs
+
+
+def link_groups(docs: Iterable[str], declared_pairs: Iterable[tuple[str, str]] = ()) -> list[list[str]]:
+    """Docs whose entries link_translations links only among themselves: each set of paired
+    documents (a pair, or pairs sharing a document), and all unpaired documents together
+    (their entries are matched by content). Linking a group alone gives the links that linking
+    everything gives to its entries, so a rebuild links again only the groups that changed."""
+    docs = list(dict.fromkeys(docs))
+    present = set(docs)
+    parent = {d: d for d in docs}
+
+    def root(d: str) -> str:
+        while parent[d] != d:
+            parent[d] = parent[parent[d]]
+            d = parent[d]
+        return d
+
+    for zh, en in sorted(_doc_pairs(present, declared_pairs)):
+        parent[root(zh)] = root(en)
+    paired = {d for pair in _doc_pairs(present, declared_pairs) for d in pair}
+    groups: dict[str, list[str]] = defaultdict(list)
+    for d in docs:
+        groups[root(d) if d in paired else ""].append(d)
+    return [g for key, g in groups.items() if key] + ([groups[""]] if "" in groups else [])
+
+
 def _identifiers(entry: Entry) -> set[str]:
     text = " ".join((entry.title, *entry.signatures, *entry.commands))
     return {m.lower() for m in _IDENT.findall(text)}
@@ -68,11 +102,7 @@ def link_translations(
         by_doc[e.doc].append(e)
     links: dict[str, str] = {}
 
-    doc_pairs = {(zh, en) for zh, en in declared_pairs if zh in by_doc and en in by_doc}
-    for doc in by_doc:
-        partner = _implied_partner(doc)
-        if partner and partner in by_doc:
-            doc_pairs.add((doc, partner))
+    doc_pairs = _doc_pairs(by_doc, declared_pairs)
     paired_docs = {d for pair in doc_pairs for d in pair}
 
     for zh_doc, en_doc in sorted(doc_pairs):

@@ -175,9 +175,11 @@ def _walk(root: Path, problems: list[Problem], tree: str | None) -> list[Path]:
     return out
 
 
-def read_text(path: Path, limits: Limits = DEFAULT) -> str:
-    """Decode a file as UTF-8 (BOM allowed), UTF-16 or GB18030/GBK; raise UnreadableFile otherwise."""
-    data = _read_bytes(path, limits.max_file_bytes)
+def read_text(path: Path, limits: Limits = DEFAULT, data: bytes | None = None) -> str:
+    """Decode a file (or its bytes, when already read) as UTF-8 (BOM allowed), UTF-16 or
+    GB18030/GBK; raise UnreadableFile otherwise."""
+    if data is None:
+        data = read_bytes(path, limits)
     text = decode(data)
     longest = max((len(line) for line in text.split("\n")), default=0)
     if longest > limits.max_line_chars:
@@ -186,6 +188,11 @@ def read_text(path: Path, limits: Limits = DEFAULT) -> str:
             "not a FAQ document; set KB_MAX_LINE_CHARS to allow it"
         )
     return text
+
+
+def read_bytes(path: Path, limits: Limits = DEFAULT) -> bytes:
+    """The file's bytes, within the size limit."""
+    return _read_bytes(path, limits.max_file_bytes)
 
 
 def _read_bytes(path: Path, max_bytes: int) -> bytes:

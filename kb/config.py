@@ -105,6 +105,11 @@ class Settings:
     max_line_chars: int = 1024 * 1024
     # `kb serve`: names answered besides IP literals and this machine's (comma-separated; `*`: any).
     allowed_hosts: str = ""
+    # Votes and "no match" questions kept in <home>/feedback.sqlite3 (kb/feedback.py); false: none.
+    feedback: bool = True
+    # Slack: channels where a reply in a thread the bot answered needs no fresh mention
+    # (kb/doors/slack/followups.py): `*` every channel, `off` none, or channel IDs (`C1,C2`; `*,-C3`).
+    slack_followups: str = "*"
 
     @property
     def llm_enabled(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -41,6 +41,8 @@ class IngestOutcome:
     index: str
     warnings: list[str] = field(default_factory=list)  # files indexed with a caveat, "doc: reason"
     stages: dict[str, float] = field(default_factory=dict)  # seconds per build stage (eval/bench.py)
+    files_parsed: int = 0  # files read into entries; the others were unchanged since the last build
+    files_reused: int = 0
 
 
 def embedder_for(settings: Settings):
@@ -78,28 +80,78 @@ def store_options(settings: Settings):
     return StoreOptions(s.backend, s.uri, os.environ.get(s.token_env, ""), s.name)
 
 
-def _collect(paths, settings: Settings, progress, follow_links_outside: bool):
-    """The entries of the documents, and the files skipped and the files with a caveat."""
-    from ingest.collect import collect
+class _OnDemandEmbedder:
+    """The configured embedder, loaded when a text must be embedded: a re-ingest whose changed
+    texts are all in the index already (a revert, a moved file) never loads the model."""
+
+    def __init__(self, settings: Settings) -> None:
+        from index.embed import embedder_id
+
+        self._settings = settings
+        self.id = embedder_id(settings.embedder)
+
+    @cached_property
+    def _loaded(self):
+        return embedder_for(self._settings)
+
+    @property
+    def dim(self) -> int:
+        return self._loaded.dim
+
+    def embed_queries(self, texts):
+        return self._loaded.embed_queries(texts)
+
+    def embed_documents(self, texts, progress=None):
+        return self._loaded.embed_documents(texts, progress)
+
+
+def _limits(settings: Settings):
     from ingest.limits import Limits
 
-    limits = Limits(
+    return Limits(
         settings.max_file_entries, settings.max_file_seconds, settings.max_file_bytes, settings.max_line_chars
     )
+
+
+def _collect(paths, settings: Settings, progress, follow_links_outside: bool, unchanged=None):
+    """The documents read (a file the index has unchanged is not parsed again), the files
+    skipped and the files with a caveat."""
+    from ingest.collect import collect
+
     report = collect(
         paths,
         progress=(lambda d, n, doc: progress("parse", d, n, doc)) if progress else None,
         follow_links_outside=follow_links_outside,
-        limits=limits,
+        limits=_limits(settings),
+        unchanged=unchanged,
     )
     skipped = [str(p) for p in report.problems if p.skipped]
     warnings = [str(p) for p in report.problems if not p.skipped]
-    if not report.entries:
+    if not report.entry_count:
         problems = "; ".join(skipped[:5])
         raise KbError(
             f"no FAQ entries found in {', '.join(map(str, paths))}" + (f" ({problems})" if problems else "")
         )
     return report, skipped, warnings
+
+
+class _Linker:
+    """Translation links (ingest/link.py) as index/build.py asks for them: by groups of docs."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self.pairs = pairs
+
+    def groups(self, docs):
+        from ingest.link import link_groups
+
+        return link_groups(docs, self.pairs)
+
+    def __call__(self, entries, title_vectors):
+        from ingest.link import link_translations
+
+        return link_translations(
+            entries, self.pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T
+        )
 
 
 def ingest(
@@ -110,35 +162,60 @@ def ingest(
     follow_links_outside: bool = False,
     embedder=None,
 ) -> IngestOutcome:
-    """Parse the documents under `paths` and (re)build the index at `index_dir`. Links leaving
-    the given folders are skipped (and reported) unless `follow_links_outside`. `embedder`
-    replaces the one the settings name (the Embedder seam, index/seams.py)."""
-    from index.backends import build_index, label
-    from index.build import VectorOptions
-    from ingest.link import link_translations, read_declared_pairs
+    """Parse the documents under `paths` and (re)build the index at `index_dir` (or in the
+    configured Milvus, index/backends.py); files unchanged since the last build are reused from a
+    FAISS index, not parsed again. Links leaving the given folders are skipped (and reported)
+    unless `follow_links_outside`. `embedder` replaces the one the settings name (the Embedder
+    seam, index/seams.py)."""
+    from index.build import Builder, VectorOptions
+    from ingest.link import read_declared_pairs
 
     settings = settings or load_settings()
-    report, skipped, warnings = _collect(paths, settings, progress, follow_links_outside)
-    embedder = embedder or embedder_for(settings)
-    pairs = read_declared_pairs(Path(p) for p in paths)
-
-    def link(entries, title_vectors):
-        return link_translations(
-            entries, pairs, similarity=lambda a, b: title_vectors(a) @ title_vectors(b).T
+    embedder = embedder or _OnDemandEmbedder(settings)
+    link = _Linker(read_declared_pairs(Path(p) for p in paths))
+    sources = [str(Path(p).resolve()) for p in paths]
+    store = store_options(settings)
+    if store.milvus:
+        return _ingest_milvus(paths, sources, store, settings, progress, follow_links_outside, embedder, link)
+    limits = _limits(settings)
+    parse_key = f"{limits.max_file_entries}|{limits.max_file_bytes}|{limits.max_line_chars}"
+    options = VectorOptions(settings.vector_index, settings.index_threads)
+    with Builder(index_dir, embedder, parse_key, options) as builder:
+        report, skipped, warnings = _collect(
+            paths, settings, progress, follow_links_outside, builder.unchanged
         )
+        stats = builder.build(
+            report.sources,
+            sources,
+            problems=skipped,
+            warnings=warnings,
+            progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
+            link=link,
+        )
+    return _outcome(stats, report, skipped, warnings, str(index_dir))
 
+
+def _ingest_milvus(paths, sources, store, settings: Settings, progress, follow_links_outside, embedder, link):
+    """The Milvus path: every file parsed, then index/milvus_build.py (only changed texts are
+    embedded again); nothing is written to the index folder."""
+    from index.backends import build_index, label
+
+    report, skipped, warnings = _collect(paths, settings, progress, follow_links_outside)
     stats = build_index(
-        store_options(settings),
-        index_dir,
+        store,
+        Path("."),
         report.entries,
         embedder,
-        sources=[str(Path(p).resolve()) for p in paths],
+        sources=sources,
         problems=skipped,
         warnings=warnings,
         progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
         link=link,
-        vector_options=VectorOptions(settings.vector_index, settings.index_threads),
     )
+    return _outcome(stats, report, skipped, warnings, label(store, Path(".")))
+
+
+def _outcome(stats, report, skipped: list[str], warnings: list[str], index: str) -> IngestOutcome:
     return IngestOutcome(
         entries=stats.entries,
         files=report.files,
@@ -148,8 +225,10 @@ def ingest(
         reused=stats.reused,
         seconds=stats.seconds_total,
         seconds_embed=stats.seconds_embed,
-        index=label(store_options(settings), index_dir),
+        index=index,
         stages=stats.stages(),
+        files_parsed=stats.files_parsed,
+        files_reused=stats.files_reused,
     )
 
 

@@ -57,11 +57,15 @@ class Server:
 
 @contextmanager
 def kb_serve(
-    index: Path, log: Path, env: dict[str, str] | None = None, startup_s: float = 150.0
+    index: Path,
+    log: Path,
+    env: dict[str, str] | None = None,
+    startup_s: float = 150.0,
+    args: tuple[str, ...] = (),
 ) -> Iterator[Server]:
-    """`kb serve --index INDEX` with `env` added; yields once /api/health answers 200."""
+    """`kb serve --index INDEX [args]` with `env` added; yields once /api/health answers 200."""
     port = free_port()
-    cmd = [sys.executable, "-m", "kb", "serve", "--index", str(index), "--port", str(port)]
+    cmd = [sys.executable, "-m", "kb", "serve", "--index", str(index), "--port", str(port), *args]
     with open(log, "w") as fh:
         proc = subprocess.Popen(
             cmd,

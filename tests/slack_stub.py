@@ -1,7 +1,7 @@
 """A local stand-in for the Slack Web API, for tests: http.server on 127.0.0.1 in a thread.
 
 It answers the methods the bot calls (auth.test, chat.postMessage, chat.update, reactions.add /
-reactions.remove, conversations.replies, files.info) and serves uploaded files at url_private,
+reactions.remove, conversations.replies, files.info, views.open) and serves uploaded files at url_private,
 records every call with the time it arrived, and can answer a method with 429 + Retry-After.
 Point slack_sdk at it with `WebClient(token=..., base_url=stub.api_url)`.
 """
@@ -175,6 +175,13 @@ class SlackStub:
             return {"ok": False, "error": "thread_not_found"}
         return {"ok": True, "messages": sorted(messages, key=lambda m: float(m["ts"])), "has_more": False}
 
+    def _views_open(self, p: dict) -> dict:
+        if not p.get("trigger_id"):
+            return {"ok": False, "error": "invalid_trigger_id"}
+        view = p.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        return {"ok": True, "view": {**view, "id": f"V{next(self._ts):06d}"}}
+
     def _files_info(self, p: dict) -> dict:
         f = self.files.get(p.get("file"))
         if f is None:
@@ -243,7 +250,7 @@ def _handler(stub: SlackStub):
                 params.update(json.loads(raw or "{}"))
             else:
                 params.update(parse_qsl(raw))
-            for key in ("blocks", "metadata"):  # form-encoded calls carry these as JSON strings
+            for key in ("blocks", "metadata", "view"):  # form-encoded calls carry these as JSON strings
                 if isinstance(params.get(key), str):
                     params[key] = json.loads(params[key])
             self._api(params)

@@ -77,7 +77,10 @@ def test_tiny_benchmark_report(tmp_path, bundled_kb):
     assert "recall" not in search  # exact index: nothing to compare
 
     reingest = size["reingest"]
-    assert all(1 <= e <= 3 for e in reingest["embedded"])  # one entry's answer, not the corpus
+    edit, revert = reingest["embedded"]
+    # The edit embeds one entry's changed texts, not the corpus; the revert's texts may still be
+    # in the previous generation (a dead row of its base segment, index/segments.py).
+    assert 1 <= edit <= 3 and 0 <= revert <= 3
     lc = size["langchain"]
     assert lc["ingest"]["chunks"] > 0 and lc["search"]["vectors"] == lc["ingest"]["chunks"]
     assert lc["search"]["short"]["n"] == len(bench.SHORT_QUERIES)

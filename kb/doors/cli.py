@@ -1,5 +1,5 @@
-"""The terminal door, `kb`: ingest, search, ask, stats, eval; `kb serve` and `kb slack` start
-the HTTP host (kb/doors/host/app.py) with the web or the Slack door.
+"""The terminal door, `kb`: ingest, search, ask, stats, eval, feedback; `kb serve`, `kb slack`
+and `kb mcp` start the HTTP host (kb/doors/host/app.py) with the web, Slack or MCP door.
 
 Settings are resolved once here (flags default to "not given", so kb.toml and KB_* decide
 unless a flag is typed) and passed to the command. Every KbError, a bad setting included, ends
@@ -27,10 +27,12 @@ def _read_query(text: str, settings) -> str:
 
 
 def _open_kb(args, settings):
+    from ..feedback import Recording, open_store
     from ..progress import ProgressBar
     from ..service import KnowledgeBase
 
-    return KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=getattr(args, "json", False)))
+    kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=getattr(args, "json", False)))
+    return Recording(kb, open_store(settings), "cli")  # a "no match" lands in the unanswered queue
 
 
 def cmd_ingest(args, settings) -> int:
@@ -68,9 +70,33 @@ def cmd_ingest(args, settings) -> int:
     return 0
 
 
+def _batch(args, settings, answer) -> int | None:
+    """--batch FILE (kb/doors/batch.py): every line answered by `answer(kb, text, lang)`; None
+    when there is no --batch."""
+    if args.batch is None:
+        if args.text is None:
+            raise SystemExit(f"kb {args.command}: give the text, '-' for stdin, or --batch FILE")
+        return None
+    if args.text is not None:
+        raise SystemExit(f"kb {args.command}: give either the text or --batch FILE, not both")
+    from ..query import check_query
+    from .batch import read_lines, run_batch
+
+    kb = _open_kb(argparse.Namespace(json=True), settings)
+    return run_batch(
+        read_lines(args.batch),
+        lambda text, lang: answer(kb, text, lang),
+        lambda text: check_query(text, settings.max_query_bytes),
+        sys.stdout,
+    )
+
+
 def cmd_search(args, settings) -> int:
     from ..schema import search_json
 
+    code = _batch(args, settings, lambda kb, text, lang: search_json(kb.search(text, lang=lang)))
+    if code is not None:
+        return code
     query = _read_query(args.text, settings)
     kb = _open_kb(args, settings)
     result = kb.search(query, lang=args.lang)
@@ -123,6 +149,9 @@ def cmd_ask(args, settings) -> int:
 
     from ..schema import ask_json
 
+    code = _batch(args, settings, lambda kb, text, lang: ask_json(kb.ask(text, lang=lang)))
+    if code is not None:
+        return code
     query = _read_query(args.text, settings)
     kb = _open_kb(args, settings)
 
@@ -174,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_core_commands(sub)
     _add_eval_command(sub)
     _add_server_commands(sub)
+    _add_feedback_command(sub)
+    _add_mcp_command(sub)
     return p
 
 
@@ -201,7 +232,12 @@ def _add_core_commands(sub) -> None:
         ("ask", "answer with the matching entry's text, commands and citations", cmd_ask),
     ):
         sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("text", help="the error, log or question; '-' reads stdin")
+        sp.add_argument("text", nargs="?", help="the error, log or question; '-' reads stdin")
+        sp.add_argument(
+            "--batch",
+            metavar="FILE",
+            help='JSON Lines of {"text", "id"?, "lang"?}, \'-\' for stdin: one JSON line out per line in',
+        )
         add_index(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
@@ -245,6 +281,7 @@ def _add_server_commands(sub) -> None:
     sp.add_argument(
         "--slack", action="store_true", help="also mount the Slack bot at /slack/events (HTTP mode)"
     )
+    sp.add_argument("--mcp", action="store_true", help="also serve the MCP server at /mcp (streamable HTTP)")
     sp.set_defaults(func=_lazy("kb.doors.host.app", "serve_command"))
 
     sp = sub.add_parser("slack", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP mode)")
@@ -253,6 +290,39 @@ def _add_server_commands(sub) -> None:
     sp.add_argument("--host", help="HTTP mode's bind address (default 127.0.0.1)")
     sp.add_argument("--port", type=int, help="HTTP mode's port (default 3000)")
     sp.set_defaults(func=_lazy("kb.doors.host.app", "slack_command"))
+
+
+def _add_feedback_command(sub) -> None:
+    """`kb feedback up|down|list|export` (kb/doors/feedback_cmd.py)."""
+    sp = sub.add_parser("feedback", help="vote on an answer; list or export the unanswered queue")
+    actions = sp.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for vote, helptext in (("up", "the answer was right"), ("down", "the answer was wrong or missing")):
+        v = actions.add_parser(vote, help=helptext)
+        v.add_argument("text", help="the question or log that was asked; '-' reads stdin")
+        v.add_argument("--right", help="the entry that answers it: its id, doc:start-end or title")
+        v.add_argument("--comment", help="what was wrong")
+        v.add_argument("--lang", choices=("zh", "en"), help="the answer language that was shown")
+        v.add_argument("--json", action="store_true", help="print one JSON object")
+        _add_index(v)
+        v.set_defaults(func=_lazy("kb.doors.feedback_cmd", "cmd_vote"), vote=vote)
+    lp = actions.add_parser("list", help="the unanswered queue, one row per error signature")
+    lp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_index(lp)
+    lp.set_defaults(func=_lazy("kb.doors.feedback_cmd", "cmd_list"))
+    ep = actions.add_parser("export", help="write the queue as gold rows that kb eval reads")
+    ep.add_argument("--gold", required=True, metavar="FILE", help="the JSONL file to write")
+    _add_index(ep)
+    ep.set_defaults(func=_lazy("kb.doors.feedback_cmd", "cmd_export"))
+
+
+def _add_mcp_command(sub) -> None:
+    """`kb mcp`: the MCP server (kb/doors/mcp/), on stdio unless --http."""
+    sp = sub.add_parser("mcp", help="MCP server for coding agents: stdio, or streamable HTTP with --http")
+    _add_index(sp)
+    sp.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    sp.add_argument("--host", help="--http's bind address (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, help="--http's port (default 8765)")
+    sp.set_defaults(func=_lazy("kb.doors.host.app", "mcp_command"))
 
 
 def _lazy(module: str, function: str):

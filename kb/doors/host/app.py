@@ -2,7 +2,9 @@
 
     kb serve            the JSON API and the chat (kb/doors/web/)
     kb serve --slack    the same, plus Slack's events route (kb/doors/slack/events.py)
+    kb serve --mcp      the same, plus the MCP server at /mcp (kb/doors/mcp/)
     kb slack            Slack alone: Socket Mode with SLACK_APP_TOKEN, else HTTP mode on this host
+    kb mcp              the MCP server alone: stdio, or streamable HTTP on this host with --http
 
 Every app gets the same middleware, outermost first: the Host/Origin guard (guard.py), the
 request body limits (body.py: the query limit plus room for the JSON envelope, Slack events
@@ -24,12 +26,14 @@ from .live import RELOAD_CHECK_S, LiveKb
 BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
 
 
-def _guarded(app, settings: Settings, slack: bool):
+def _guarded(app, settings: Settings, slack: bool, mcp: bool = False):
     from ..slack.events import EVENTS_PATH, MAX_EVENT_BODY
 
     no_cross_origin(app)
     per_path = {EVENTS_PATH: MAX_EVENT_BODY} if slack else {}
-    app.add_middleware(BodyLimit, limit=settings.max_query_bytes + BODY_HEADROOM, per_path=per_path)
+    formats = _mcp_formats() if mcp else {}
+    limit = settings.max_query_bytes + BODY_HEADROOM
+    app.add_middleware(BodyLimit, limit=limit, per_path=per_path, formats=formats)
     app.add_middleware(RequestGuard, hosts=_hosts(settings))  # added last: runs first
     return app
 
@@ -40,9 +44,9 @@ def _hosts(settings: Settings) -> set[str]:
     return allowed_hosts(settings.allowed_hosts)
 
 
-def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S):
+def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S, mcp: bool = False):
     """The web door (API routes, then the chat at `/`, mounted last: a mount at `/` answers
-    every path), optionally with Slack's events route."""
+    every path), optionally with Slack's events route and the MCP server at /mcp."""
     from fastapi import FastAPI
 
     from ..web.api import add_api
@@ -53,8 +57,44 @@ def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S):
     add_api(app, live)
     if slack:
         _mount_slack(app, live)
+    if mcp:
+        _mount_mcp(app, live)
     mount_chat(app, live)
-    return _guarded(app, kb.settings, slack)
+    return _guarded(app, kb.settings, slack, mcp)
+
+
+def _mcp_server(live: LiveKb):
+    from ...feedback import open_store
+
+    try:
+        from ..mcp.server import build_server
+    except ModuleNotFoundError as e:
+        raise KbError(f"the MCP door needs the package {e.name!r}: pip install 'bilingual-kb[mcp]'") from e
+    return build_server(live, open_store(live.kb.settings))
+
+
+def _mount_mcp(app, live: LiveKb) -> None:
+    from ..mcp.http import mount
+
+    mount(app, _mcp_server(live), live.kb.settings.max_query_bytes + BODY_HEADROOM)
+
+
+def _mcp_formats() -> dict:
+    from ..mcp.http import MCP_PATH, jsonrpc_refusal
+
+    return {MCP_PATH: jsonrpc_refusal}
+
+
+def mcp_app(live: LiveKb):
+    """`kb mcp --http`: the MCP server alone, at /mcp, with a health check."""
+    from starlette.responses import PlainTextResponse
+
+    from ..mcp.http import streamable_app
+
+    settings = live.kb.settings
+    app = streamable_app(_mcp_server(live), settings.max_query_bytes + BODY_HEADROOM)
+    app.add_route("/healthz", lambda _request: PlainTextResponse("ok"), methods=["GET", "HEAD"])
+    return _guarded(app, settings, slack=False, mcp=True)
 
 
 def _mount_slack(app, live: LiveKb) -> None:
@@ -113,7 +153,7 @@ def serve_command(args, settings: Settings) -> int:
     check_port(host, port)  # fail before the slow part when the port is taken
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar())
     configure_logging(settings.llm.api_key_env)
-    app = create_app(kb, slack=args.slack)
+    app = create_app(kb, slack=args.slack, mcp=getattr(args, "mcp", False))
     launch(app, host, port, bound=lambda taken: announce(host, taken))
     return 0
 
@@ -171,3 +211,31 @@ def _http_mode(bot, host: str, port: int) -> None:
         )
 
     launch(slack_app(bot), host, port, bound)
+
+
+def mcp_command(args, settings: Settings) -> int:
+    """`kb mcp`: the MCP server on stdio (an agent starts it), or on streamable HTTP with --http."""
+    from ...progress import ProgressBar
+    from ...service import KnowledgeBase
+    from .logs import configure_logging
+    from .server import check_port, launch
+
+    if args.http:
+        host, port = bind_address(args, 8765)
+        check_port(host, port)
+    # stdout is the protocol's on stdio: progress and the log go to stderr.
+    configure_logging(settings.llm.api_key_env)
+    live = LiveKb(KnowledgeBase.open(settings=settings, progress=ProgressBar()))
+    if not args.http:
+        _mcp_server(live).run()  # stdio until the client closes it
+        return 0
+
+    def bound(taken: int) -> None:
+        print(
+            f"kb mcp: streamable HTTP at http://{host}:{taken}/mcp ; Ctrl+C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    launch(mcp_app(live), host, port, bound)
+    return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 
 # After a 413 the rest of the refused body is read and dropped: at most this much, for at most
 # this long, until the client pauses this long.
@@ -24,23 +25,32 @@ DRAIN_IDLE_S = 1.0
 
 class BodyLimit:
     """ASGI middleware: `limit` bytes per request body; `per_path` sets other limits for
-    exact paths (Slack's events are a few KB)."""
+    exact paths (Slack's events are a few KB); `formats` other 413 bodies for exact paths, as
+    `format(message, status) -> bytes` (MCP's clients read a JSON-RPC error, not the API's JSON)."""
 
-    def __init__(self, app, limit: int, per_path: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        app,
+        limit: int,
+        per_path: dict[str, int] | None = None,
+        formats: dict[str, Callable[[str, int], bytes]] | None = None,
+    ) -> None:
         self.app = app
         self.limit = limit
         self.per_path = per_path or {}
+        self.formats = formats or {}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":  # lifespan; websockets carry no request body
             await self.app(scope, receive, send)
             return
         limit = self.per_path.get(scope.get("path", ""), self.limit)
+        fmt = self.formats.get(scope.get("path", ""))
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             message = f"the request body is {int(declared)} bytes; the limit is {limit}."
-            await _refuse_body(receive, send, message)
+            await _refuse_body(receive, send, message, fmt)
             return
         if b"transfer-encoding" in headers:  # chunked: nothing declared, count it here
             body, more = bytearray(), True
@@ -51,7 +61,8 @@ class BodyLimit:
                 body += event.get("body", b"")
                 more = event.get("more_body", False)
                 if len(body) > limit:
-                    await _refuse_body(receive, send, f"the request body is over the limit of {limit} bytes.")
+                    message = f"the request body is over the limit of {limit} bytes."
+                    await _refuse_body(receive, send, message, fmt)
                     return
             receive = _replay(bytes(body), receive)
         await self.app(scope, receive, send)
@@ -67,10 +78,9 @@ def _replay(body: bytes, receive):
     return replay
 
 
-async def _refuse_body(receive, send, message: str) -> None:
-    payload = json.dumps(
-        {"error": f"{message} Send the part of the log around the error.", "status": 413}
-    ).encode()
+async def _refuse_body(receive, send, message: str, fmt: Callable[[str, int], bytes] | None = None) -> None:
+    message = f"{message} Send the part of the log around the error."
+    payload = fmt(message, 413) if fmt else json.dumps({"error": message, "status": 413}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),

@@ -1,6 +1,8 @@
 """The Slack door: a slack-bolt app that answers in the thread of the asking message.
 
-Triggers: an @mention in a channel (app_mention), a direct message (message.im) and `/kb <error>`.
+Triggers: an @mention in a channel (app_mention), a direct message (message.im), `/kb <error>`,
+and a reply from the asker in a channel thread the bot answered (message.channels/groups:
+followups.py). Every answer carries 👍/👎 buttons (feedback.py).
 Flow: acknowledge at once (bolt acks Events API requests before the listener runs; the slash
 command calls ack() first), mark the question (":mag:" reaction or a "searching..." message), read
 pasted log files (kb/slack_files.py), use the thread's earlier messages as history, ask the
@@ -102,6 +104,17 @@ class SlackBot:
         self.app.event("app_mention")(self._on_event)
         self.app.event("message")(self._on_message)
         self.app.command("/kb")(self._on_command)
+        self._add_feedback_and_followups()
+
+    def _add_feedback_and_followups(self) -> None:
+        from ...feedback import open_store
+        from .feedback import SlackFeedback
+        from .followups import Followups
+
+        settings = self.live.kb.settings
+        self.feedback = SlackFeedback(self.live, open_store(settings), self.client)
+        self.feedback.register(self.app)
+        self.followups = Followups(settings.slack_followups)
 
     def _add_middleware(self) -> None:
         from slack_bolt import BoltResponse
@@ -127,7 +140,9 @@ class SlackBot:
 
     # -- listeners ---------------------------------------------------------------------------
     def _on_message(self, event, context) -> None:
-        if event.get("channel_type") == "im":  # channel messages arrive as app_mention instead
+        if event.get("channel_type") == "im":  # channel mentions arrive as app_mention instead
+            self._on_event(event, context)
+        elif self.followups.wants(event, context.get("bot_user_id") or ""):  # the asker, in our thread
             self._on_event(event, context)
 
     def _on_event(self, event, context) -> None:
@@ -148,6 +163,7 @@ class SlackBot:
             )
             for message in self._reply(query, history):
                 self._post(channel, thread_ts, message)
+            self.followups.answered(channel, thread_ts, event["user"])
         finally:
             self._react(channel, ts, SEARCHING_REACTION, add=False)
 
@@ -190,6 +206,7 @@ class SlackBot:
                 respond(text=message["text"], blocks=message["blocks"], response_type="ephemeral")
             return
         messages = self._reply(query, [])
+        self.followups.answered(channel, top["ts"], user)
         self.client.chat_update(
             channel=channel, ts=placeholder["ts"], text=messages[0]["text"], blocks=messages[0]["blocks"]
         )
@@ -212,7 +229,9 @@ class SlackBot:
             return text_messages(
                 "Sorry, the knowledge base failed to answer this one; the error is in the bot's log."
             )
-        return answer_messages(answer, kb.settings.docs_base_url, lookup=kb.entry)
+        return self.feedback.attach(
+            answer_messages(answer, kb.settings.docs_base_url, lookup=kb.entry), query, answer
+        )
 
     def _message_query(self, message: dict, limit: int | None = None) -> str:
         """The message's text plus the pasted logs attached to it, within `limit` bytes."""

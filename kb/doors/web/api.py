@@ -4,6 +4,7 @@
     POST /api/ask      {"query": str, "lang"?: ..., "history"?: [{"role", "content"}]} -> schema.ask_json
     GET  /api/health   index stats (entries per language, embedder, build time)
     GET  /api/entry/ID schema.entry_json (the entry and its other-language version)
+    POST /api/feedback {"query", "vote": "up"|"down", "comment"?, "right_entry"?, "lang"?} (feedback_api.py)
     GET  /entry/ID     the entry as HTML (`?fragment=1`: the piece the chat's side panel shows)
 
 Errors are JSON `{"error", "status"}`; a KbError the user can fix (an empty query, ...) is 422.
@@ -14,22 +15,12 @@ fastapi and starlette are imported inside `add_api`.
 # (`request: Request`) at runtime, and Request is imported inside the function that adds them.
 import html
 import json
-from typing import Any
 
 from ...errors import KbError
-from ...query import size_error
+from ...request import RequestError as ApiError
+from ...request import history_field, k_field, lang_field, query_field
 from ..host.live import LiveKb
 from .render import entry_html, html_page
-
-MAX_HISTORY_TURNS = 50
-MAX_K = 50
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 async def _read_json(request) -> dict:
@@ -54,63 +45,8 @@ async def _read_json(request) -> dict:
     return body
 
 
-def _query(body: dict, max_bytes: int) -> str:
-    if "query" not in body:
-        raise ApiError(422, 'missing field "query" (the error, log or question, as a string)')
-    query = body["query"]
-    if not isinstance(query, str):
-        raise ApiError(422, f'field "query" must be a string, not {_json_type(query)}')
-    size = len(query.encode("utf-8", errors="replace"))
-    if size > max_bytes:
-        raise ApiError(413, size_error(size, max_bytes, "Send the part of the log around the error."))
-    return query
-
-
-def _lang(body: dict) -> str | None:
-    lang = body.get("lang")
-    if lang in (None, "", "auto"):
-        return None
-    if lang not in ("zh", "en"):
-        raise ApiError(422, f'field "lang" must be "zh", "en" or null, not {json.dumps(lang)[:40]}')
-    return lang
-
-
-def _k(body: dict) -> int | None:
-    k = body.get("k")
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ApiError(422, f'field "k" must be an integer from 1 to {MAX_K}')
-    return k
-
-
-def _history(body: dict) -> list[tuple[str, str]]:
-    """Earlier turns, as OpenAI-style {"role", "content"} objects or [role, text] pairs."""
-    turns = body.get("history")
-    if turns is None:
-        return []
-    if not isinstance(turns, list):
-        raise ApiError(422, 'field "history" must be a list of {"role": "user"|"assistant", "content": str}')
-    if len(turns) > MAX_HISTORY_TURNS:
-        raise ApiError(422, f'field "history" has {len(turns)} turns; the limit is {MAX_HISTORY_TURNS}')
-    out = []
-    for i, turn in enumerate(turns):
-        if isinstance(turn, dict):
-            role, content = turn.get("role"), turn.get("content")
-        elif isinstance(turn, list) and len(turn) == 2:
-            role, content = turn
-        else:
-            role = content = None
-        if role not in ("user", "assistant") or not isinstance(content, str):
-            raise ApiError(422, f'history[{i}] must be {{"role": "user"|"assistant", "content": str}}')
-        out.append((role, content))
-    return out
-
-
-def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(v), "null" if v is None else type(v).__name__
-    )
+# The fields' rules are the core's (kb/request.py), shared with the MCP door.
+_query, _lang, _k, _history = query_field, lang_field, k_field, history_field
 
 
 def public_stats(stats: dict) -> dict:
@@ -132,8 +68,11 @@ def _error(status: int, message: str):
 
 def add_api(app, live: LiveKb) -> None:
     """The routes above, and JSON errors for everything under /api/."""
+    from .feedback_api import add_feedback_api
+
     _add_queries(app, live)
     _add_reads(app, live)
+    add_feedback_api(app, live)
     _add_fallbacks(app)
 
 
@@ -142,9 +81,11 @@ def _add_queries(app, live: LiveKb) -> None:
     from fastapi.responses import JSONResponse
     from starlette.concurrency import run_in_threadpool
 
+    from ...feedback import Recording, open_store
     from ...schema import ask_json, search_json
 
     settings = live.kb.settings
+    store = open_store(settings)  # a "no match" lands in the unanswered queue (kb/feedback.py)
 
     @app.exception_handler(ApiError)
     async def _api_error(_request, e: ApiError):
@@ -158,14 +99,16 @@ def _add_queries(app, live: LiveKb) -> None:
     async def api_search(request: Request):
         body = await _read_json(request)
         query, k, lang = _query(body, settings.max_query_bytes), _k(body), _lang(body)
-        result = await run_in_threadpool(live.get().search, query, k, lang)  # CPU work off the event loop
+        kb = Recording(live.get(), store, "api")
+        result = await run_in_threadpool(kb.search, query, k, lang)  # CPU work off the event loop
         return JSONResponse(search_json(result))
 
     @app.post("/api/ask")
     async def api_ask(request: Request):
         body = await _read_json(request)
         query, lang, history = _query(body, settings.max_query_bytes), _lang(body), _history(body)
-        answer = await run_in_threadpool(lambda: live.get().ask(query, lang=lang, history=history))
+        kb = Recording(live.get(), store, "api")
+        answer = await run_in_threadpool(lambda: kb.ask(query, lang=lang, history=history))
         return JSONResponse(ask_json(answer))
 
 
@@ -205,7 +148,7 @@ def _add_fallbacks(app) -> None:
 
     # Anything else under /api/ answers JSON too (the chat, mounted at /, would answer HTML).
     # The routes above took every right method on their paths, so a known path here has a wrong one.
-    known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET"}
+    known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET", "/api/feedback": "POST"}
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     def api_other(rest: str, request: Request):
@@ -219,7 +162,10 @@ def _add_fallbacks(app) -> None:
             resp = _error(405, f"{path} takes {allowed}, not {request.method}")
             resp.headers["Allow"] = "GET, HEAD" if allowed == "GET" else allowed
             return resp
-        return _error(404, f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask")
+        return _error(
+            404,
+            f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask, POST /api/feedback",
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_request, e: Exception):  # a bug: JSON for the client, traceback in the log

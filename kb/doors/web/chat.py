@@ -12,6 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 
 from ...answer import Answer
 from ...errors import KbError
@@ -67,8 +68,10 @@ def _stats_line(live: LiveKb) -> str:
     )
 
 
-def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice: str):
-    """One chat turn: the question at once, the answer as it streams, then the final answer."""
+def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice: str, on_answer=None):
+    """One chat turn: the question at once, the answer as it streams, then the final answer.
+    on_answer(index, question, answer or None) is told what the answer at chat[index] showed
+    (the feedback form needs it: kb/doors/web/feedback.py)."""
     import gradio as gr
 
     if not message or not message.strip():
@@ -83,6 +86,8 @@ def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice:
         {"role": "assistant", "content": f"*{UI[shown_lang]['thinking']}*"},
     ]
     yield "", chat, history
+    if on_answer is not None:
+        on_answer(len(chat) - 1, message, None)  # nothing to rate there until the answer stands
     text, last = "", 0.0
     try:
         stream = _Stream(kb, message, lang, [tuple(t) for t in history])
@@ -99,6 +104,8 @@ def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice:
             "content": render_answer(answer, kb.settings.docs_base_url, kb.entry),
         }
         history = [*history, ("user", message), ("assistant", answer.text)]
+        if on_answer is not None:
+            on_answer(len(chat) - 1, message, answer)
     except KbError as e:  # too large, empty, ...: the message says what to do
         chat[-1] = {"role": "assistant", "content": f"⚠ {escape_md_html(str(e))}"}
     except Exception as e:
@@ -110,7 +117,7 @@ def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice:
     yield "", chat, history
 
 
-def _inputs(i18n):
+def _inputs(i18n, feedback: bool = False):
     """The chat column: the answers, the paste box, the language choice, the buttons, the examples."""
     import gradio as gr
 
@@ -121,7 +128,7 @@ def _inputs(i18n):
         min_height=420,
         elem_id="kb-chat",
         buttons=["copy"],
-        feedback_options=None,
+        feedback_options=("Like", "Dislike") if feedback else None,  # kb/doors/web/feedback.py
         sanitize_html=True,
         line_breaks=True,
     )
@@ -151,22 +158,30 @@ def _inputs(i18n):
 def build_ui(live: LiveKb):
     import gradio as gr
 
-    i18n = gr.I18n(**I18N)
+    from ...feedback import open_store
+    from .feedback import add_chat_feedback, remember
 
-    def respond(message: str, chat: list, history: list, lang_choice: str):
-        yield from _respond(live, message, chat, history, lang_choice)
+    i18n = gr.I18n(**I18N)
+    store = open_store(live.kb.settings)
+
+    def respond(message: str, chat: list, history: list, lang_choice: str, turns: dict):
+        on_answer = None if store is None else partial(remember, live, store, turns)
+        yield from _respond(live, message, chat, history, lang_choice, on_answer)
 
     with gr.Blocks(title="kb · distributed-training errors / 分布式训练报错") as demo:
         history = gr.State([])  # (role, raw text) per turn, for follow-ups
+        turns = gr.State({})  # what each answer showed, for its vote (kb/doors/web/feedback.py)
         gr.Markdown(f"## {i18n('title')}", elem_id="kb-title")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=420):
-                chat, box, lang, send, clear, examples = _inputs(i18n)
+                chat, box, lang, send, clear, examples = _inputs(i18n, feedback=store is not None)
+                if store is not None:
+                    add_chat_feedback(live, store, chat, turns)
             with gr.Column(scale=2, min_width=320, elem_id="kb-side"):
                 gr.HTML(PANEL_HTML, elem_id="kb-panel", js_on_load=None)
         gr.Markdown(lambda: _stats_line(live), elem_id="kb-stats")
 
-        io = {"inputs": [box, chat, history, lang], "outputs": [box, chat, history]}
+        io = {"inputs": [box, chat, history, lang, turns], "outputs": [box, chat, history]}
         send.click(respond, **io, concurrency_limit=CONCURRENT_ANSWERS)
         box.submit(respond, **io, concurrency_limit=CONCURRENT_ANSWERS)
         examples.click(lambda sample: sample[0], examples, box, queue=False).then(

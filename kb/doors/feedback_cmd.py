@@ -1,0 +1,96 @@
+"""`kb feedback`: vote from the terminal, and read the unanswered queue.
+
+    kb feedback down "ExternalError: Nccl error(2)" --right "NCCL error(2)" --comment "it was shm"
+    kb feedback up "Init plugin so failed, ret = 1343225860"
+    kb feedback list [--json]             the queue, one row per error signature, with its count
+    kb feedback export --gold FILE        the queue as gold rows `kb eval FILE` reads
+
+A vote from the terminal records what `kb search` shows for the question now (the entries, the
+match strength, the index generation); `--right` names the entry that answers it (its id, its
+`doc:start-end` or its title). cli.py names these functions with `_lazy`; the core is
+kb/feedback.py and kb/unanswered.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from ..errors import KbError
+
+
+def _store(settings):
+    from ..feedback import open_store
+
+    store = open_store(settings)
+    if store is None:
+        raise KbError(
+            "feedback is turned off (feedback = false in kb.toml or KB_FEEDBACK); nothing is stored"
+        )
+    return store
+
+
+def cmd_vote(args, settings) -> int:
+    from ..feedback import generation_of, named_entry, shown_by
+    from ..progress import ProgressBar
+    from ..query import check_query
+    from ..service import KnowledgeBase
+
+    text = args.text
+    if text == "-":
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    query = check_query(text, settings.max_query_bytes)
+    store = _store(settings)
+    kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))
+    right = named_entry(kb, args.right)  # a name that matches nothing stops here, before storing
+    shown = shown_by(kb.search(query, lang=args.lang))
+    row_id = store.add("cli", query, shown, generation_of(kb), args.vote, args.comment or "", right)
+    row = store.get(row_id)
+    assert row is not None
+    if args.json:
+        print(json.dumps({"id": row_id, "vote": args.vote, "in_queue": row.in_queue}, ensure_ascii=False))
+        return 0
+    mark = "👍" if args.vote == "up" else "👎"
+    print(f"recorded {mark} #{row_id} ({shown.match}: {len(shown.entries)} entries shown)")
+    if right:
+        print(f"  right entry: {right['title']} ({right['doc']}:{right['start_line']}-{right['end_line']})")
+    if row.in_queue:
+        print("  it is in the unanswered queue: kb feedback list")
+    return 0
+
+
+def cmd_list(args, settings) -> int:
+    from ..unanswered import groups
+
+    found = groups(_store(settings).rows(queue=True))
+    if args.json:
+        print(json.dumps({"groups": [g.as_json() for g in found]}, ensure_ascii=False))
+        return 0
+    if not found:
+        print("the unanswered queue is empty")
+        return 0
+    print(f"{'count':>5} {'none':>4} {'down':>4}  {'last seen':16}  signature")
+    for g in found:
+        last = time.strftime("%Y-%m-%d %H:%M", time.localtime(g.last))
+        print(f"{g.count:>5} {g.no_match:>4} {g.down:>4}  {last:16}  {g.label[:100]}")
+        for e in g.named[:2]:
+            print(f"{'':34}right: {e['title'][:60]} ({e['doc']}:{e['start_line']}-{e['end_line']})")
+    print(
+        f"\n{len(found)} signatures, {sum(g.count for g in found)} questions; kb feedback export --gold FILE"
+    )
+    return 0
+
+
+def cmd_export(args, settings) -> int:
+    from ..unanswered import write_gold
+
+    written, unknown = write_gold(_store(settings).rows(queue=True), args.gold)
+    print(f"wrote {written} gold rows to {args.gold} (review them, then: kb eval {args.gold} --index INDEX)")
+    if unknown:
+        print(
+            f"left out {unknown} signatures with a thumbs-down but no named entry: "
+            "the right answer is unknown (kb feedback list shows them)",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,152 @@
+"""The MCP server: read-only tools over the knowledge base, with the shapes of the other doors.
+
+    search(query, k?, lang?)        -> the JSON of `kb search --json` / POST /api/search
+    ask(query, lang?, history?)     -> the JSON of `kb ask --json` / POST /api/ask (verified
+                                       commands and citations, match strength)
+    get_entry(entry_id)             -> the JSON of GET /api/entry/ID (the entry and its
+                                       other-language version)
+    faq://{entry_id}                -> one entry as markdown, for a client to attach
+
+Fields are checked by the rules the HTTP API uses (kb/request.py): the same size limit, the same
+messages. A refused call is a tool error whose text is the API's error JSON, e.g.
+`{"error": "the query is 2097200 bytes; the limit is 2097152 (KB_MAX_QUERY_BYTES). ...",
+"status": 413}`, so an agent reads the reason and can send the part of the log that matters.
+
+The tools are plain functions: the SDK runs them on worker threads, so a search never blocks
+the event loop. A "no match" lands in the unanswered queue (kb/feedback.py) as from any door.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations at runtime, and
+# pydantic's Field is imported inside the function that defines them.
+import json
+from typing import Annotated, Any
+
+from ...errors import KbError
+from ...request import RequestError, history_field, k_field, lang_field, no_entry, query_field
+from ..host.live import LiveKb
+
+INSTRUCTIONS = (
+    "A troubleshooting knowledge base for distributed-training errors (NCCL, HCCL, MindSpore, "
+    "PaddlePaddle, PyTorch, accelerate, multi-node setup), in Chinese and English. Pass the error "
+    "message, the whole log or the user's question as `query`: `ask` answers with the matching "
+    "FAQ entry, the commands to run and numbered citations; `search` lists the matching entries; "
+    "`get_entry` (or the resource faq://ENTRY_ID) reads one entry in full. `match` says how sure "
+    "the answer is: 'match', 'weak' (the closest entry, shown without commands: check its "
+    "symptoms first) or 'none' (the knowledge base has no answer; do not invent one)."
+)
+
+QUERY_HELP = "The error message, the pasted log (up to the size limit) or the question, zh or en"
+LANG_HELP = 'Answer language: "zh", "en", or null to follow the question'
+
+
+def _result(obj: dict):
+    """A tool's answer: the JSON object as structured content, and as text (the same JSON the
+    CLI prints) for clients that read only text."""
+    from mcp.types import CallToolResult, TextContent
+
+    text = json.dumps(obj, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=obj)
+
+
+def _refused(e: KbError):
+    """A KbError as the tool error an MCP client shows: exactly the HTTP API's error JSON."""
+    from mcp.types import CallToolResult, TextContent
+
+    body = e.as_json() if isinstance(e, RequestError) else {"error": str(e), "status": 422}
+    text = json.dumps(body, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def entry_markdown(kb, entry_id: str) -> str:
+    """An entry (and a pointer to its other-language version) as the resource's text."""
+    e = kb.entry(entry_id)
+    if e is None:
+        raise no_entry(entry_id)
+    out = [f"# {e.title}", "", f"{e.lang} · {e.location} · faq://{e.id}", "", e.body.rstrip()]
+    other = kb.entry(e.translation) if e.translation else None
+    if other is not None:
+        out += ["", "---", f"{other.lang}: {other.title} · {other.location} · faq://{other.id}"]
+    return "\n".join(out) + "\n"
+
+
+def build_server(live: LiveKb, store=None):
+    """The MCPServer for `live`; `store` (kb/feedback.py) receives its "no match" answers."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("kb", instructions=INSTRUCTIONS, log_level="WARNING")
+    _add_tools(server, live, store)
+    _add_resources(server, live)
+    return server
+
+
+def _add_tools(server, live: LiveKb, store) -> None:
+    from mcp.types import CallToolResult, ToolAnnotations
+    from pydantic import Field
+
+    from ...feedback import Recording
+    from ...schema import ask_json, entry_json, search_json
+
+    settings = live.kb.settings
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    # The result's schema is the JSON object's; the tools build the result themselves, so the text
+    # is the CLI's JSON and a refusal is the API's error JSON (not the SDK's "Error executing...").
+    Json = Annotated[CallToolResult, dict[str, Any]]
+
+    def kb():
+        return Recording(live.get(), store, "mcp")
+
+    @server.tool(name="search", annotations=read_only)
+    def search(
+        query: Annotated[str, Field(description=QUERY_HELP)],
+        k: Annotated[int | None, Field(description="How many entries (1-50; default: top_k)")] = None,
+        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+    ) -> Json:
+        """Find the FAQ entries that match an error, a log or a question (the JSON of `kb search --json`)."""
+        body = {"query": query, "k": k, "lang": lang}
+        try:
+            q = query_field(body, settings.max_query_bytes)
+            return _result(search_json(kb().search(q, k_field(body), lang_field(body))))
+        except KbError as e:
+            return _refused(e)
+
+    @server.tool(name="ask", annotations=read_only)
+    def ask(
+        query: Annotated[str, Field(description=QUERY_HELP)],
+        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+        history: Annotated[
+            list[dict[str, str]] | None,
+            Field(description='Earlier turns: [{"role": "user"|"assistant", "content": str}]'),
+        ] = None,
+    ) -> Json:
+        """Answer an error, a log or a question from the knowledge base: the answer text, the
+        commands to run (verified against the cited entries), citations and the match strength
+        (the JSON of `kb ask --json`)."""
+        body = {"query": query, "lang": lang, "history": history}
+        try:
+            q = query_field(body, settings.max_query_bytes)
+            return _result(ask_json(kb().ask(q, lang=lang_field(body), history=history_field(body))))
+        except KbError as e:
+            return _refused(e)
+
+    @server.tool(name="get_entry", annotations=read_only)
+    def get_entry(
+        entry_id: Annotated[str, Field(description="An entry_id from search or ask")],
+    ) -> Json:
+        """One FAQ entry in full (title, source lines, body, commands) and its other-language version."""
+        current = live.get()
+        e = current.entry(entry_id)
+        if e is None:
+            return _refused(no_entry(entry_id))
+        return _result(entry_json(e, current.entry(e.translation) if e.translation else None))
+
+
+def _add_resources(server, live: LiveKb) -> None:
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
+    @server.resource("faq://{entry_id}", name="entry", mime_type="text/markdown")
+    def entry(entry_id: str) -> str:
+        """A FAQ entry as markdown: title, language, source lines, body, other-language version."""
+        try:
+            return entry_markdown(live.get(), entry_id)
+        except RequestError as e:
+            raise ResourceNotFoundError(e.message) from None

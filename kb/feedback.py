@@ -1,0 +1,374 @@
+"""Feedback, stored: votes on answers and the questions nothing answered, in one SQLite file
+under the home folder (`<home>/feedback.sqlite3`, the `feedback` setting turns it off).
+
+One row is one answer someone reacted to, or one that answered nothing: the question (secrets
+scrubbed, long pastes cut), its language, what was shown (match strength and the entries, best
+first), the vote (up / down / none yet), the comment, the entry the person named as the right
+one, the index generation that answered, the time, which door, and the error signature the
+unanswered queue groups by (kb/unanswered.py). No user names, ids, tokens or addresses.
+
+Which door writes what:
+- every "no match", from every door that answers people (a row with no vote): the queue;
+- the web chat and `kb feedback`/`POST /api/feedback`: a vote row (the chat updates its own
+  "no match" row instead of adding a second one for the same answer);
+- Slack: a row for every answer it shows (the buttons on the message name it); the vote updates
+  it. Rows nobody voted on are dropped after KEEP_UNVOTED_DAYS, "no match" rows kept.
+
+The rows are read by `kb feedback list` / `export`; nothing here changes how anything is ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings, home_dir, redact_urls
+from .errors import KbError
+
+if TYPE_CHECKING:
+    from index.search import Hit, SearchResult
+    from ingest.entry import Entry
+
+    from .answer import Answer
+
+STORE_NAME = "feedback.sqlite3"
+VOTES = ("up", "down")
+MAX_QUERY_CHARS = 32_000  # a longer paste keeps its head and its tail (where the error usually is)
+QUERY_HEAD_CHARS = 4_000
+MAX_COMMENT_CHARS = 2_000
+KEEP_UNVOTED_DAYS = 30
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS feedback (
+    id INTEGER PRIMARY KEY,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    door TEXT NOT NULL,
+    query TEXT NOT NULL,
+    lang TEXT NOT NULL,
+    match TEXT NOT NULL,
+    shown TEXT NOT NULL,
+    vote TEXT,
+    comment TEXT NOT NULL DEFAULT '',
+    right_entry TEXT,
+    generation TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    label TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS feedback_signature ON feedback (signature);
+"""
+# The unanswered queue: every "no match" nobody marked as fine, and every thumbs-down.
+QUEUE_WHERE = "(vote = 'down' OR (match = 'none' AND vote IS NULL))"
+
+
+# -- what an answer showed --------------------------------------------------------------------
+def entry_ref(e: Entry) -> dict:
+    return {
+        "entry_id": e.id,
+        "doc": e.doc,
+        "start_line": e.start_line,
+        "end_line": e.end_line,
+        "title": e.title,
+        "lang": e.lang,
+    }
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What one answer showed: its strength (match / weak / none), its language and the entries,
+    best first (the nearest ones when nothing matched)."""
+
+    match: str
+    lang: str
+    entries: tuple[dict, ...]
+
+
+def shown_by(answer: Answer | SearchResult) -> Shown:
+    from .answer import Answer, entry_in
+
+    lang = answer.lang if answer.lang in ("zh", "en") else "en"
+    if isinstance(answer, Answer):
+        entries = [entry_in(h, lang) for h in answer.suggestions] if answer.no_match else []
+        entries += [c.entry for c in answer.citations]
+    else:
+        hits: Sequence[Hit] = answer.suggestions if answer.no_match else answer.hits
+        entries = [entry_in(h, lang) for h in hits]
+    return Shown(answer.strength, lang, tuple(entry_ref(e) for e in entries))
+
+
+# -- nothing secret ---------------------------------------------------------------------------
+_SECRET_SHAPES = re.compile(
+    r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]{8,}"  # Slack tokens
+    r"|\bsk-[A-Za-z0-9_-]{16,}"  # OpenAI-style API keys
+    r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
+    r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{12,}=*"
+)
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|credential)[\w.-]*"
+    r"[\"']?\s*[=:]\s*[\"']?)[^\s\"',;]+"
+)
+_SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.I)
+
+
+def scrub(text: str) -> str:
+    """`text` without what looks like a secret: tokens and keys by their shape, `password=...`
+    style assignments, credentials in URLs, and the values of this process's secret variables."""
+    for name, value in os.environ.items():
+        if _SECRET_ENV_NAME.search(name) and len(value.strip()) >= 8:
+            text = text.replace(value.strip(), "[redacted]")
+    text = _SECRET_SHAPES.sub("[redacted]", text)
+    text = _SECRET_ASSIGNMENT.sub(r"\1[redacted]", text)
+    return redact_urls(text)
+
+
+def _stored_query(query: str) -> str:
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    tail = MAX_QUERY_CHARS - QUERY_HEAD_CHARS
+    return f"{query[:QUERY_HEAD_CHARS]}\n[… {len(query) - MAX_QUERY_CHARS} characters left out …]\n{query[-tail:]}"
+
+
+# -- the store ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    id: int
+    created: float
+    updated: float
+    door: str
+    query: str
+    lang: str
+    match: str
+    shown: list[dict]
+    vote: str | None
+    comment: str
+    right: dict | None
+    generation: str
+    signature: str
+    label: str
+
+    @property
+    def in_queue(self) -> bool:
+        return self.vote == "down" or (self.match == "none" and self.vote is None)
+
+
+def _row(r: sqlite3.Row) -> Row:
+    return Row(
+        id=r["id"],
+        created=r["created"],
+        updated=r["updated"],
+        door=r["door"],
+        query=r["query"],
+        lang=r["lang"],
+        match=r["match"],
+        shown=json.loads(r["shown"]),
+        vote=r["vote"],
+        comment=r["comment"],
+        right=json.loads(r["right_entry"]) if r["right_entry"] else None,
+        generation=r["generation"],
+        signature=r["signature"],
+        label=r["label"],
+    )
+
+
+class FeedbackStore:
+    """The SQLite file, created on first use; a connection per call, so any thread (a server's
+    pool) may use it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._ready = False
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call: committed (or rolled back) and closed at the end."""
+        try:
+            if not self._ready:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=10.0)
+        except (OSError, sqlite3.Error) as e:
+            raise KbError(f"cannot open the feedback store {self.path}: {e}") from e
+        try:
+            db.row_factory = sqlite3.Row
+            if not self._ready:
+                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+                db.executescript(_SCHEMA)
+                self._ready = True
+            with db:  # one transaction
+                yield db
+        except sqlite3.Error as e:
+            raise KbError(f"the feedback store {self.path} failed: {e}") from e
+        finally:
+            db.close()
+
+    def add(
+        self,
+        door: str,
+        query: str,
+        shown: Shown,
+        generation: str,
+        vote: str | None = None,
+        comment: str = "",
+        right: dict | None = None,
+    ) -> int:
+        """A new row; its id (the door keeps it when a vote may follow)."""
+        from .unanswered import signature
+
+        _check_vote(vote)
+        key, label = signature(query)
+        now = time.time()
+        values = (
+            *(now, now, door, scrub(_stored_query(query)), shown.lang, shown.match),
+            *(json.dumps(list(shown.entries), ensure_ascii=False), vote, _comment(comment)),
+            *(json.dumps(right, ensure_ascii=False) if right else None, generation, key, scrub(label)),
+        )
+        with self._connect() as db:
+            _prune(db, now)
+            cur = db.execute(
+                "INSERT INTO feedback (created, updated, door, query, lang, match, shown, vote, comment,"
+                " right_entry, generation, signature, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            return int(cur.lastrowid or 0)
+
+    def vote(self, row_id: int, vote: str, comment: str | None = None, right: dict | None = None) -> bool:
+        """Set the vote of row `row_id` (and the comment and named entry, when given); False when
+        there is no such row."""
+        _check_vote(vote)
+        sets, values = ["vote = ?", "updated = ?"], [vote, time.time()]
+        if comment is not None:
+            sets.append("comment = ?")
+            values.append(_comment(comment))
+        if right is not None:
+            sets.append("right_entry = ?")
+            values.append(json.dumps(right, ensure_ascii=False))
+        with self._connect() as db:
+            cur = db.execute(f"UPDATE feedback SET {', '.join(sets)} WHERE id = ?", (*values, row_id))
+            return cur.rowcount == 1
+
+    def get(self, row_id: int) -> Row | None:
+        with self._connect() as db:
+            r = db.execute("SELECT * FROM feedback WHERE id = ?", (row_id,)).fetchone()
+        return _row(r) if r else None
+
+    def rows(self, queue: bool = False) -> list[Row]:
+        """Every row, oldest first; `queue`: only the unanswered queue's."""
+        where = f"WHERE {QUEUE_WHERE}" if queue else ""
+        with self._connect() as db:
+            return [_row(r) for r in db.execute(f"SELECT * FROM feedback {where} ORDER BY id")]
+
+    def prune(self, now: float | None = None) -> int:
+        with self._connect() as db:
+            return _prune(db, now or time.time())
+
+
+def _prune(db: sqlite3.Connection, now: float) -> int:
+    """Drop rows of answers nobody voted on after KEEP_UNVOTED_DAYS ("no match" rows stay: they
+    are the queue). Run before every new row, so the file holds at most that many days of them."""
+    cutoff = now - KEEP_UNVOTED_DAYS * 86400
+    cur = db.execute("DELETE FROM feedback WHERE vote IS NULL AND match != 'none' AND created < ?", (cutoff,))
+    return cur.rowcount
+
+
+def _check_vote(vote: str | None) -> None:
+    if vote is not None and vote not in VOTES:
+        raise KbError(f"a vote is 'up' or 'down', not {vote!r}")
+
+
+def _comment(text: str) -> str:
+    return scrub(text.strip())[:MAX_COMMENT_CHARS]
+
+
+def store_path(settings: Settings) -> Path:
+    return home_dir(settings) / STORE_NAME
+
+
+def open_store(settings: Settings) -> FeedbackStore | None:
+    """The store the settings name, or None when feedback is turned off (`feedback = false`)."""
+    if not settings.feedback:
+        return None
+    return FeedbackStore(store_path(settings))
+
+
+# -- naming the right entry -----------------------------------------------------------------------
+_LOCATION = re.compile(r"^(?P<doc>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+_TITLE_NOISE = re.compile(r"[\W_]+")
+
+
+def _norm_title(title: str) -> str:
+    return _TITLE_NOISE.sub("", re.sub(r"^\s*(?:Q\d*|问题)\s*[:：]", "", title)).casefold()
+
+
+def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
+    """The entry a person named: by its id, its `doc:start-end` (or `doc:line` inside it), or its
+    title (case, spacing and punctuation aside)."""
+    named = named.strip()
+    if not named:
+        return None
+    entries = list(entries)
+    for e in entries:
+        if e.id == named or e.location == named:
+            return e
+    m = _LOCATION.match(named)
+    if m:
+        line = int(m["start"])
+        for e in entries:
+            if e.doc == m["doc"] and e.start_line <= line <= e.end_line:
+                return e
+    title = _norm_title(named)
+    return next((e for e in entries if title and _norm_title(e.title) == title), None)
+
+
+def named_entry(kb, named: str | None) -> dict | None:
+    """`named` resolved in the knowledge base `kb` as a stored reference; None when not given.
+    A name that matches no entry is a KbError saying so (the person can correct it)."""
+    if named is None or not named.strip():
+        return None
+    found = resolve_entry(kb.index.entries, named)
+    if found is None:
+        raise KbError(
+            f"no entry {named.strip()[:120]!r} in the index: give its id, its doc:lines or its title"
+        )
+    return entry_ref(found)
+
+
+def generation_of(kb) -> str:
+    return str(kb.index.manifest.get("generation", ""))
+
+
+# -- the doors' one-liners --------------------------------------------------------------------------
+def record_unanswered(store: FeedbackStore | None, door: str, kb, query: str, result: Any) -> int | None:
+    """Put `query`, when its answer (an Answer or a SearchResult) is "no match", in the queue; the
+    row's id, or None when it was answered (nothing is stored) or feedback is off."""
+    if store is None or not result.no_match:
+        return None
+    return store.add(door, query, shown_by(result), generation_of(kb))
+
+
+class Recording:
+    """A KnowledgeBase whose "no match" answers land in the queue: what the terminal, the API and
+    the MCP door use (`Recording(kb, store, "cli").search(...)`). Everything else is the KB's."""
+
+    def __init__(self, kb, store: FeedbackStore | None, door: str) -> None:
+        self._kb, self._store, self._door = kb, store, door
+
+    def __getattr__(self, name: str):
+        return getattr(self._kb, name)
+
+    def search(self, query: str, k: int | None = None, lang: str | None = None):
+        result = self._kb.search(query, k, lang)
+        record_unanswered(self._store, self._door, self._kb, query, result)
+        return result
+
+    def ask(self, query: str, *args, **kwargs):
+        answer = self._kb.ask(query, *args, **kwargs)
+        record_unanswered(self._store, self._door, self._kb, query, answer)
+        return answer

@@ -1,0 +1,167 @@
+"""The unanswered queue: every "no match" and every thumbs-down (kb/feedback.py), grouped by
+error signature, and written out as gold rows a maintainer reviews and adds to a regression set.
+
+The signature is what crash-grouping systems key on: the post's most telling error line as the
+post reader cleans it (index/post.py: timestamps, hosts, IPs, addresses, paths, pids and ranks
+already gone), from its exception name on, without the words that still hold numbers, together
+with its error codes (index/codes.py:
+`nccl_error_2` stays apart from `nccl_error_5`). Ten people pasting the same failure from
+different machines at different times make one group with a count of ten. A question with no
+error line groups by its words.
+
+Nothing here feeds back into ranking: the way from feedback to better answers goes through a
+person who reviews the exported rows, adds them to a gold set, and refits (eval/fit.py), so a
+change is measured before it ships.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .feedback import Row
+
+MAX_SIGNATURE_CHARS = 200_000  # of a paste read for its signature (the post reader bounds the rest)
+_WORDS = re.compile(r"[\W_]+")
+_EXCEPTION = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b")
+
+
+def _key_words(line: str) -> str:
+    """An error line as a key: from its exception name on when it has one (what a launcher or a
+    logger printed before it varies), without the words that hold a number (ranks, ports,
+    sizes, ids the cleaning left; the codes are keyed apart) or a cut host name (`gpu-node-`)."""
+    m = _EXCEPTION.search(line)
+    if m:
+        line = line[m.start() :]
+    words = [w for w in line.casefold().split() if not any(c.isdigit() for c in w) and not w.endswith("-")]
+    return " ".join(w for w in words if w.strip("[]") != "rank")
+
+
+def signature(query: str) -> tuple[str, str]:
+    """(group key, what the group shows) for a question or a pasted log."""
+    from index.post import read_post
+
+    post = read_post(query[:MAX_SIGNATURE_CHARS])
+    line = next(iter(post.errors or post.exceptions), "")
+    codes = ",".join(sorted(post.codes))
+    if line:
+        key = f"error|{codes}|{_key_words(line)}"
+        label = line[m.start() :] if (m := _EXCEPTION.search(line)) else line
+    else:
+        words = post.question or query
+        key = f"words|{codes}|{_WORDS.sub(' ', words.casefold()).strip()[:300]}"
+        label = " ".join(words.split())
+    return hashlib.sha1(key.encode("utf-8")).hexdigest()[:16], label[:200]
+
+
+@dataclass
+class Group:
+    """The queue's rows of one signature."""
+
+    signature: str
+    label: str
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    @property
+    def no_match(self) -> int:
+        return sum(r.match == "none" for r in self.rows)
+
+    @property
+    def down(self) -> int:
+        return sum(r.vote == "down" for r in self.rows)
+
+    @property
+    def last(self) -> float:
+        return max(r.updated for r in self.rows)
+
+    @property
+    def named(self) -> list[dict]:
+        """The entries people named as the right one, most named first."""
+        counts = Counter(json.dumps(r.right, sort_keys=True) for r in self.rows if r.right)
+        return [json.loads(k) for k, _ in counts.most_common()]
+
+    @property
+    def latest(self) -> Row:
+        return max(self.rows, key=lambda r: r.updated)
+
+    @property
+    def true_gap(self) -> bool:
+        """Nothing was found and nobody named an entry: the knowledge base lacks the answer."""
+        return not self.named and all(r.match == "none" for r in self.rows)
+
+    def as_json(self) -> dict:
+        return {
+            "signature": self.signature,
+            "label": self.label,
+            "count": self.count,
+            "no_match": self.no_match,
+            "down": self.down,
+            "langs": sorted({r.lang for r in self.rows}),
+            "doors": sorted({r.door for r in self.rows}),
+            "last": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.last)),
+            "named": self.named,
+            "comments": [r.comment for r in self.rows if r.comment],
+            "example": self.latest.query[:500],
+            "ids": [r.id for r in self.rows],
+        }
+
+
+def groups(rows: Iterable[Row]) -> list[Group]:
+    """The queue's rows grouped by signature, the largest and then the most recent first."""
+    by_key: dict[str, Group] = {}
+    for r in rows:
+        if r.in_queue:
+            by_key.setdefault(r.signature, Group(r.signature, r.label)).rows.append(r)
+    return sorted(by_key.values(), key=lambda g: (-g.count, -g.last))
+
+
+def _expected(entry: dict) -> dict:
+    # The line makes it found while the entry stays put; the title while its lines move.
+    return {"doc": entry["doc"], "line": entry["start_line"], "title": entry["title"]}
+
+
+def gold_row(group: Group) -> dict | None:
+    """A group as a row of the project's gold format (evaluation/gold.py), or None when its
+    right answer is unknown (a thumbs-down on an entry, and nobody said which one was right)."""
+    from index.post import read_post
+
+    if not group.named and not group.true_gap:
+        return None
+    latest = group.latest
+    return {
+        "id": f"feedback-{group.signature}",
+        "query": latest.query,
+        "lang": latest.lang,
+        "kind": "log" if read_post(latest.query[:MAX_SIGNATURE_CHARS]).is_log else "question",
+        "expected": [_expected(e) for e in group.named],
+        "count": group.count,
+        "comments": [r.comment for r in group.rows if r.comment][:5],
+    }
+
+
+def write_gold(rows: Iterable[Row], path: str | Path) -> tuple[int, int]:
+    """Write the queue as gold rows to `path` (JSONL, `kb eval` reads it); (rows written, groups
+    left out because nobody said what the right answer is)."""
+    out, unknown = [], 0
+    for g in groups(rows):
+        row = gold_row(g)
+        if row is None:
+            unknown += 1
+        else:
+            out.append(row)
+    meta = {"meta": {"name": "feedback " + time.strftime("%Y-%m-%d")}}
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in [meta, *out]) + "\n"
+    Path(path).write_text(text, encoding="utf-8")
+    return len(out), unknown

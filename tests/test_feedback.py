@@ -1,0 +1,204 @@
+"""The feedback store and the unanswered queue (kb/feedback.py, kb/unanswered.py) on a real SQLite
+file: votes, the queue, nothing secret kept, grouping by error signature, and gold rows that the
+gold reader (`kb eval`'s) accepts. No model or index: entries are built by hand."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import pytest
+from helpers import noisy_log
+
+from evaluation.gold import entry_matches, load_gold
+from ingest.entry import Entry
+from kb.errors import KbError
+from kb.feedback import (
+    KEEP_UNVOTED_DAYS,
+    MAX_QUERY_CHARS,
+    FeedbackStore,
+    Shown,
+    entry_ref,
+    resolve_entry,
+    scrub,
+)
+from kb.unanswered import groups, signature, write_gold
+
+
+def entry(title: str, doc: str = "faq/nccl.md", start: int = 10, end: int = 20, lang: str = "en") -> Entry:
+    return Entry(
+        id=Entry.make_id(doc, (), title),
+        content_hash="h",
+        doc=doc,
+        lang=lang,
+        title=title,
+        heading_path=(),
+        body=f"A: about {title}",
+        start_line=start,
+        end_line=end,
+    )
+
+
+NCCL2 = entry("NCCL error(2)", start=623, end=629)
+NCCL5 = entry("NCCL error(5)", start=614, end=621)
+SHOWN_MATCH = Shown("match", "en", (entry_ref(NCCL5), entry_ref(NCCL2)))
+SHOWN_NONE = Shown("none", "en", (entry_ref(NCCL5),))
+
+
+@pytest.fixture
+def store(tmp_path) -> FeedbackStore:
+    return FeedbackStore(tmp_path / "home" / "feedback.sqlite3")
+
+
+def nccl_paste(seed: int, code: int = 2) -> str:
+    """The same failure as ten people paste it: other times, hosts, ranks, pids, IPs, noise."""
+    r = random.Random(seed)
+    line = (
+        f"2024-05-{r.randint(1, 28):02d} 1{r.randint(0, 9)}:{r.randint(10, 59)}:{r.randint(10, 59)} "
+        f"gpu-node-{r.randint(10, 99)}:{r.randint(1000, 99999)}:{r.randint(1000, 99999)} [rank{r.randint(0, 15)}] "
+        f"ExternalError: Nccl error({code}), unhandled system error, peer 10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}"
+    )
+    return noisy_log([line], seed, key_at=r.choice(["end", "middle"]))
+
+
+def test_votes_and_the_queue(store):
+    answered = store.add("slack", "NCCL error(2) in docker", SHOWN_MATCH, "gen-1")
+    gap = store.add("api", "how do I bake bread", SHOWN_NONE, "gen-1")
+    down = store.add("cli", "NCCL error(2) again", SHOWN_MATCH, "gen-1", vote="down", comment="shm")
+    up = store.add("web", "NCCL error(5)", SHOWN_MATCH, "gen-1", vote="up")
+    assert [r.id for r in store.rows(queue=True)] == [gap, down]  # an unvoted answer and a 👍 are not in it
+    assert store.vote(answered, "down", "wrong entry", entry_ref(NCCL2))
+    row = store.get(answered)
+    assert row is not None and row.in_queue and row.right == entry_ref(NCCL2) and row.comment == "wrong entry"
+    assert store.vote(gap, "up") and not store.get(gap).in_queue  # "no match was right": out of the queue
+    assert not store.vote(99999, "up")  # no such row
+    with pytest.raises(KbError, match="'up' or 'down'"):
+        store.vote(up, "sideways")
+    r = store.get(down)
+    assert (r.door, r.lang, r.match, r.generation, r.shown[0]["title"]) == (
+        "cli",
+        "en",
+        "match",
+        "gen-1",
+        "NCCL error(5)",
+    )
+
+
+def test_concurrent_writers_lose_nothing(store):
+    def write(n: int) -> None:
+        for i in range(20):
+            store.add("api", f"question {n}-{i}", SHOWN_NONE, "gen-1")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store.rows()) == 160
+
+
+def test_nothing_secret_is_stored(store, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "s3cr3t-value-from-env")
+    paste = (
+        "export OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx\n"
+        "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig' https://user:hunter2@git.example.org/x?api_key=K123\n"
+        "slack token xoxb-1234-5678-abcdefgh, password=hunter2 db_password: 'hunter2'\n"
+        "the value s3cr3t-value-from-env leaked\n"
+        "ExternalError: Nccl error(2), unhandled system error"
+    )
+    row = store.get(store.add("web", paste, SHOWN_MATCH, "gen-1", vote="down", comment="my password=hunter2"))
+    for secret in (
+        "sk-abcdefghijklmnopqrstuvwx",
+        "hunter2",
+        "eyJhbGciOiJIUzI1NiJ9",
+        "xoxb-1234",
+        "K123",
+        "s3cr3t-value",
+    ):
+        assert secret not in row.query + row.comment, secret
+    assert "Nccl error(2), unhandled system error" in row.query  # the error itself is kept
+    assert scrub("NCCL_SOCKET_IFNAME=eth0 world_size=16") == "NCCL_SOCKET_IFNAME=eth0 world_size=16"
+    raw = (store.path).read_bytes()
+    assert b"hunter2" not in raw and b"sk-abcdefghijkl" not in raw
+
+
+def test_a_huge_paste_keeps_its_head_and_its_tail(store):
+    paste = "HEAD line\n" + "noise line\n" * 50_000 + "RuntimeError: the real error at the end"
+    row = store.get(store.add("api", paste, SHOWN_NONE, "gen-1"))
+    assert len(row.query) < MAX_QUERY_CHARS + 100
+    assert row.query.startswith("HEAD line") and row.query.endswith("RuntimeError: the real error at the end")
+    assert "characters left out" in row.query
+
+
+def test_unvoted_answers_expire_but_the_queue_stays(store):
+    old = time.time() - (KEEP_UNVOTED_DAYS + 1) * 86400
+    answered = store.add("slack", "NCCL error(2)", SHOWN_MATCH, "gen-1")
+    gap = store.add("slack", "bread", SHOWN_NONE, "gen-1")
+    voted = store.add("slack", "NCCL error(5)", SHOWN_MATCH, "gen-1", vote="up")
+    with store._connect() as db:  # age them
+        db.execute("UPDATE feedback SET created = ?", (old,))
+    assert store.prune() == 1
+    assert {r.id for r in store.rows()} == {gap, voted} and answered not in {r.id for r in store.rows()}
+
+
+def test_ten_pastes_of_one_error_are_one_group(store):
+    for seed in range(10):
+        store.add("web", nccl_paste(seed), SHOWN_NONE, "gen-1")
+    for seed in range(3):
+        store.add("slack", nccl_paste(100 + seed, code=5), SHOWN_MATCH, "gen-1", vote="down")
+    store.add("api", "How do I bake sourdough bread?", SHOWN_NONE, "gen-1")
+    found = groups(store.rows(queue=True))
+    assert [(g.count, g.no_match, g.down) for g in found] == [(10, 10, 0), (3, 0, 3), (1, 1, 0)]
+    assert "Nccl error(2), unhandled system error" in found[0].label
+    assert "Nccl error(5)" in found[1].label  # error(5) is another problem, whatever the noise
+    assert len({signature(nccl_paste(s))[0] for s in range(10, 20)}) == 1
+
+
+def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
+    for seed in range(4):  # a true gap: nothing found, nobody named an entry
+        store.add(
+            "web",
+            f"how do I bake bread, try {seed}?" if seed == 0 else "how do I bake bread?",
+            SHOWN_NONE,
+            "g",
+        )
+    store.add(
+        "cli",
+        nccl_paste(1),
+        SHOWN_MATCH,
+        "g",
+        vote="down",
+        right=entry_ref(NCCL2),
+        comment="error(2), not (5)",
+    )
+    store.add(
+        "cli", nccl_paste(2), SHOWN_MATCH, "g", vote="down"
+    )  # same signature: the named entry covers it
+    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # unknown answer
+    gold = tmp_path / "feedback.jsonl"
+    written, unknown = write_gold(store.rows(), gold)
+    assert (written, unknown) == (3, 1)
+    loaded = load_gold(gold)
+    by_kind = {tuple(x.doc for x in r.expected): r for r in loaded.rows}
+    named = by_kind[("faq/nccl.md",)]
+    assert named.kind == "log" and "Nccl error(" in named.query
+    assert entry_matches(NCCL2, named.expected[0]) and not entry_matches(NCCL5, named.expected[0])
+    gaps = [r for r in loaded.rows if not r.expected]
+    assert len(gaps) == 2 and all(r.kind == "question" and r.lang == "en" for r in gaps)
+    raw = [json.loads(line) for line in gold.read_text().splitlines()]
+    assert raw[0] == {"meta": {"name": raw[0]["meta"]["name"]}} and raw[0]["meta"]["name"].startswith(
+        "feedback"
+    )
+    assert any(r.get("comments") == ["error(2), not (5)"] for r in raw[1:])
+
+
+def test_the_right_entry_by_id_location_line_or_title():
+    entries = [NCCL5, NCCL2, entry("如何指定网卡？", doc="faq/zh.md", start=1, end=9, lang="zh")]
+    assert resolve_entry(entries, NCCL2.id) is NCCL2
+    assert resolve_entry(entries, "faq/nccl.md:623-629") is NCCL2
+    assert resolve_entry(entries, "faq/nccl.md:616") is NCCL5  # a line inside the entry
+    assert resolve_entry(entries, "  nccl ERROR (2) ") is NCCL2  # case, spacing, punctuation aside
+    assert resolve_entry(entries, "Q: 如何指定网卡") is entries[2]
+    assert resolve_entry(entries, "NCCL error(3)") is None and resolve_entry(entries, " ") is None

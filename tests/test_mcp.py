@@ -1,0 +1,227 @@
+"""The MCP door (kb/doors/mcp/) with the official SDK's own client: in memory, over real
+streamable HTTP (`kb mcp --http` as a user starts it, and mounted in `kb serve --mcp`), and over
+stdio (`kb mcp`, as an agent starts it). Retrieval is real: the seeds index."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import anyio
+import pytest
+from conftest import ROOT
+from helpers import NCCL_LINE, call, training_log
+
+from kb.doors.host.live import LiveKb
+from kb.feedback import FeedbackStore
+from kb.schema import ask_json, entry_json, search_json
+
+mcp = pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'bilingual-kb[mcp]'")
+pytestmark = pytest.mark.slow
+
+TOOLS = {"search", "ask", "get_entry"}
+CHINESE = "使用OpenMPI多机多卡训练时，如何指定网卡？"
+BREAD = "How do I bake sourdough bread with rye flour?"
+
+
+def one_megabyte_log() -> str:
+    """A 1 MB training log with the NCCL error at its end."""
+    key = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', NCCL_LINE]
+    text = training_log(key, n=13_500, seed=11)
+    assert len(text.encode()) >= 1_000_000, len(text.encode())
+    return text
+
+
+def oversize(settings) -> str:
+    return "x" * (settings.max_query_bytes + 10)
+
+
+def payload(result) -> dict:
+    """A tool result's JSON, checked to be the same as structured content and as text."""
+    assert result.content and result.content[0].type == "text"
+    text = json.loads(result.content[0].text)
+    if not result.is_error:
+        assert result.structured_content == text
+    return text
+
+
+async def exercise(client, kb) -> dict:
+    """List the tools, call each one, a Chinese question, a 1 MB paste, an oversize one; the
+    results by name, each checked against what the knowledge base itself answers."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    assert all(t.annotations.read_only_hint and not t.annotations.destructive_hint for t in tools.values())
+    assert tools["search"].input_schema["required"] == ["query"]
+    out: dict = {}
+    search = payload(await client.call_tool("search", {"query": NCCL_LINE, "k": 3}))
+    assert search == search_json(kb.search(NCCL_LINE, 3)) and search["match"] == "match"
+    assert search["hits"][0]["title"] == "NCCL error(2)" and len(search["hits"]) == 3
+    ask = payload(await client.call_tool("ask", {"query": NCCL_LINE}))
+    assert ask == ask_json(kb.ask(NCCL_LINE)) and ask["citations"][0]["title"] == "NCCL error(2)"
+    entry_id = ask["citations"][0]["entry_id"]
+    got = payload(await client.call_tool("get_entry", {"entry_id": entry_id}))
+    e = kb.entry(entry_id)
+    assert got == entry_json(e, kb.entry(e.translation) if e.translation else None)
+    zh = payload(await client.call_tool("ask", {"query": CHINESE}))
+    assert zh == ask_json(kb.ask(CHINESE)) and zh["lang"] == "zh" and zh["match"] in ("match", "weak")
+    big = payload(await client.call_tool("ask", {"query": one_megabyte_log()}))
+    assert big["match"] == "match" and big["citations"][0]["title"] == "NCCL error(2)"
+    refused = await client.call_tool("ask", {"query": oversize(kb.settings)})
+    out["refused"] = refused
+    assert refused.is_error and payload(refused)["status"] == 413
+    assert (
+        "KB_MAX_QUERY_BYTES" in payload(refused)["error"] and "part of the log" in payload(refused)["error"]
+    )
+    missing = await client.call_tool("get_entry", {"entry_id": "no-such-entry"})
+    assert missing.is_error and payload(missing) == {
+        "error": "no entry 'no-such-entry' in the index",
+        "status": 404,
+    }
+    bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})
+    assert bad_k.is_error and payload(bad_k)["status"] == 422 and '"k"' in payload(bad_k)["error"]
+    empty = await client.call_tool("search", {"query": "   "})
+    assert empty.is_error and "the query is empty" in payload(empty)["error"]
+    out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))
+    out["entry_id"] = entry_id
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    return FeedbackStore(tmp_path / "feedback.sqlite3")
+
+
+def test_in_memory_client_lists_and_calls_every_tool(seeds_kb, store):
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from kb.doors.mcp.server import build_server
+
+    server = build_server(LiveKb(seeds_kb), store)
+
+    async def main():
+        async with Client(server) as client:
+            out = await exercise(client, seeds_kb)
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["faq://{entry_id}"]
+            read = await client.read_resource(f"faq://{out['entry_id']}")
+            text = read.contents[0].text
+            assert text.startswith("# NCCL error(2)\n") and "002_1ad754c4b0581e45.txt:623-629" in text
+            with pytest.raises(MCPError, match="no entry 'nope' in the index"):
+                await client.read_resource("faq://nope")
+            return out
+
+    out = anyio.run(main)
+    assert out["gap"]["match"] == "none" and out["gap"]["citations"] == []
+    # The "no match" went to the unanswered queue like any door's; answered questions did not.
+    assert [(r.door, r.query, r.match) for r in store.rows(queue=True)] == [("mcp", BREAD, "none")]
+
+
+@contextmanager
+def kb_mcp_http(index, home):
+    """`kb mcp --http` on a free port, as a user starts it; yields the MCP URL."""
+    env = {**os.environ, "KB_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    args = ["mcp", "--http", "--port", "0", "--index", str(index)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kb", *args], env=env, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any("streamable HTTP at" in ln for ln in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        yield re.search(r"(http://\S+/mcp)", "".join(lines)).group(1)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert "Traceback" not in "".join(lines), "".join(lines)
+
+
+def test_streamable_http_lists_calls_and_refuses_what_is_too_big(seeds_index, seeds_kb, tmp_path):
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    with kb_mcp_http(seeds_index, tmp_path / "home") as url:
+
+        async def main():
+            async with Client(url) as client:
+                out = await exercise(client, seeds_kb)
+                # A body over the server's limit never reaches the tool: the client still gets a
+                # clear error (a JSON-RPC error with the limit), not "Server returned an error".
+                huge = "y" * (seeds_kb.settings.max_query_bytes * 3 // 2)
+                with pytest.raises(MCPError, match=r"the request body is \d+ bytes; the limit is \d+"):
+                    await client.call_tool("ask", {"query": huge})
+                assert payload(await client.call_tool("search", {"query": NCCL_LINE}))["match"] == "match"
+                return out
+
+        out = anyio.run(main)
+    assert out["gap"]["no_match"] is True
+    rows = FeedbackStore(tmp_path / "home" / "feedback.sqlite3").rows(queue=True)
+    assert [(r.door, r.query) for r in rows] == [("mcp", BREAD)]
+
+
+def test_mounted_in_kb_serve_beside_the_chat_and_api(seeds_kb, tmp_path, monkeypatch):
+    from mcp import Client
+
+    from kb.doors.host.app import create_app
+    from kb.doors.host.server import Served
+
+    # The chat is built in this process: its files go here, and the variable goes with the test.
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    served = Served(create_app(seeds_kb, mcp=True)).start()
+    base = f"http://127.0.0.1:{served.address[1]}"
+    try:
+
+        async def main():
+            async with Client(base + "/mcp") as client:
+                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                result = payload(await client.call_tool("search", {"query": CHINESE}))
+                assert result == search_json(seeds_kb.search(CHINESE))
+
+        anyio.run(main)
+        assert call(base, "GET", "/api/health")[0] == 200
+        status, page, _ = call(base, "GET", "/")
+        assert status == 200 and "<html" in page.lower()  # the chat still answers at /
+        # The host's guard covers /mcp too: another site's page cannot post to it.
+        status, body, _ = call(base, "POST", "/mcp", body={}, headers={"Origin": "http://evil.example"})
+        assert status == 403
+    finally:
+        served.stop()
+
+
+def test_stdio_as_an_agent_starts_it(seeds_index, seeds_kb, tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kb", "mcp", "--index", str(seeds_index)],
+        env={**os.environ, "KB_HOME": str(tmp_path / "home")},
+        cwd=str(ROOT),
+    )
+
+    async def main():
+        async with Client(params, read_timeout_seconds=120) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            return payload(await client.call_tool("ask", {"query": CHINESE}))
+
+    assert anyio.run(main) == ask_json(seeds_kb.ask(CHINESE))
+
+
+def test_cli_help_and_kb_mcp_help_import_no_sdk():
+    code = (
+        "import sys\nfrom kb.doors.cli import main\n"
+        "for argv in (['--help'], ['mcp', '--help'], ['feedback', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print([m for m in ('mcp', 'langchain_core', 'gradio', 'slack_bolt', 'numpy') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "--http" in out.stdout and "export" in out.stdout

@@ -36,7 +36,27 @@ _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)", re.M)
 class IngestReport:
     entries: list[Entry] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # skipped files, and warnings (skipped=False)
-    files: int = 0  # files that produced entries or were read without error
+    files: int = 0  # files that produced entries
+
+
+# A project's own paperwork beside the FAQ pages (`kb ingest docs/` on a repository): skipped when
+# nothing in it is a question, an error or a command. The name alone is not enough (a README can
+# be a FAQ), nor is the shape alone (real troubleshooting pages can have neither questions nor
+# commands: ascend_pytorch's ERR-001.md).
+_METADATA_NAMES = re.compile(
+    r"^(manifest|license|licence|notice|changelog|changes|history|contributing|code_of_conduct|security|"
+    r"authors|maintainers|codeowners)([._-].*)?$",
+    re.I,
+)
+METADATA_REASON = "project metadata, not a FAQ page (no questions, error messages or commands)"
+
+
+def is_project_metadata(doc: str, entries: list[Entry]) -> bool:
+    from .titles import is_question
+
+    if not _METADATA_NAMES.match(Path(doc).name):
+        return False
+    return not any(e.signatures or e.commands or is_question(e.title) for e in entries)
 
 
 class _TooSlow(BaseException):
@@ -180,10 +200,12 @@ def collect(
         else:
             if not text.strip():
                 report.problems.append(Problem(source.doc, "empty file"))
+            elif not entries:
+                report.problems.append(Problem(source.doc, "no FAQ entries found"))
+            elif is_project_metadata(source.doc, entries):
+                report.problems.append(Problem(source.doc, METADATA_REASON))
             else:
-                report.files += 1
-                if not entries:
-                    report.problems.append(Problem(source.doc, "no FAQ entries found"))
+                report.files += 1  # only files that gave entries count as indexed
                 if source.note:
                     report.problems.append(Problem(source.doc, source.note, skipped=False))
                 fence = unclosed_fence(text)

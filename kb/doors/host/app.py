@@ -24,11 +24,19 @@ from .live import RELOAD_CHECK_S, LiveKb
 BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
 
 
-def _guarded(app, settings: Settings, slack: bool):
+# The chat takes a whole log (up to MAX_PASTE_BYTES, cut to the part that matters before it is
+# searched): its queue route is allowed that, JSON-escaped (a newline is two bytes).
+CHAT_QUEUE_PATH = "/gradio_api/queue/join"
+
+
+def _guarded(app, settings: Settings, slack: bool, chat: bool = False):
+    from ...query import MAX_PASTE_BYTES
     from ..slack.events import EVENTS_PATH, MAX_EVENT_BODY
 
     no_cross_origin(app)
     per_path = {EVENTS_PATH: MAX_EVENT_BODY} if slack else {}
+    if chat:
+        per_path[CHAT_QUEUE_PATH] = 2 * MAX_PASTE_BYTES + BODY_HEADROOM
     app.add_middleware(BodyLimit, limit=settings.max_query_bytes + BODY_HEADROOM, per_path=per_path)
     app.add_middleware(RequestGuard, hosts=_hosts(settings))  # added last: runs first
     return app
@@ -54,7 +62,7 @@ def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S):
     if slack:
         _mount_slack(app, live)
     mount_chat(app, live)
-    return _guarded(app, kb.settings, slack)
+    return _guarded(app, kb.settings, slack, chat=True)
 
 
 def _mount_slack(app, live: LiveKb) -> None:
@@ -110,12 +118,26 @@ def serve_command(args, settings: Settings) -> int:
     from .server import check_port, launch
 
     host, port = bind_address(args, 7860)
+    _require_web_extra()
     check_port(host, port)  # fail before the slow part when the port is taken
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar())
     configure_logging(settings.llm.api_key_env)
     app = create_app(kb, slack=args.slack)
     launch(app, host, port, bound=lambda taken: announce(host, taken))
     return 0
+
+
+def _require_web_extra() -> None:
+    """`pip install -e .` has no web packages: say which extra brings them, not a traceback."""
+    try:
+        import fastapi  # noqa: F401
+        import gradio  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as e:
+        raise KbError(
+            f"kb serve needs the web extra (the package {e.name!r} is missing): "
+            "pip install 'bilingual-kb[web]', or pip install -e '.[web]' in a checkout"
+        ) from e
 
 
 def slack_command(args, settings: Settings) -> int:

@@ -84,10 +84,14 @@ def served(home: Path):
 
 
 def answered(page, n: int) -> None:
+    """Wait for answer number `n` to be complete (no "searching" placeholder, no cursor)."""
+    from kb.doors.web.render import UI
+
+    thinking = [UI["en"]["thinking"], UI["zh"]["thinking"]]
     page.wait_for_function(
-        "n => { const m = document.querySelectorAll('#kb-chat .bot-row'); if (m.length < n) return false;"
-        " const t = m[m.length - 1].innerText; return !t.includes('…') && !t.includes('▌') && t.includes('[1]'); }",
-        arg=n,
+        "([n, thinking]) => { const m = document.querySelectorAll('#kb-chat .bot-row'); if (m.length < n) return false;"
+        " const t = m[m.length - 1].innerText; return !thinking.some(p => t.includes(p)) && !t.includes('▌'); }",
+        arg=[n, thinking],
         timeout=60_000,
     )
 

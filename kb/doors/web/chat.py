@@ -104,8 +104,12 @@ def _wire(live, demo, chat, box, lang, send, stop, new, undo, history, cleared, 
     def again(chat_v, history_v, lang_v):
         yield from turns.again(live, chat_v, history_v, lang_v)
 
-    def example(evt: gr.SelectData):
+    def example(evt):
         return evt.value["text"] if isinstance(evt.value, dict) else str(evt.value)
+
+    # Gradio passes the chip's data by this annotation; under `from __future__ import annotations`
+    # it would be the string "gr.SelectData", which Gradio cannot resolve (gr is imported here).
+    example.__annotations__ = {"evt": gr.SelectData}
 
     asking = [
         send.click(respond, **ask),

@@ -173,10 +173,15 @@ _SCRIPT = r"""
   function tidy() {
     const chat = $('#kb-chat');
     if (!chat) return;
+    // Marked once (Gradio labels a message by its whole markdown), renamed on every change.
     chat.querySelectorAll('[aria-label$="message: " i], [aria-label*="\'s message: "]').forEach((m) => {
-      const bot = (m.getAttribute('aria-label') || '').startsWith('bot');
+      m.dataset.kbMsg = (m.getAttribute('aria-label') || '').startsWith('bot') ? 'bot' : 'user';
+    });
+    chat.querySelectorAll('[data-kb-msg]').forEach((m) => {
+      const bot = m.dataset.kbMsg === 'bot';
       const lines = (m.innerText || '').split('\n').map((l) => l.trim()).filter(Boolean);
-      m.setAttribute('aria-label', (bot ? 'Answer: ' : 'You: ') + lines.slice(0, bot ? 2 : 1).join(' — ').slice(0, 140));
+      const name = (bot ? 'Answer: ' : 'You: ') + lines.slice(0, bot ? 2 : 1).join(' — ').slice(0, 140);
+      if (m.getAttribute('aria-label') !== name) m.setAttribute('aria-label', name);
     });
     chat.querySelectorAll('button.copy_code_button, button[aria-label="Copy"], button[title="Copy"]').forEach((b) => {
       if (b.dataset.kbNamed) return;
@@ -186,6 +191,14 @@ _SCRIPT = r"""
       else b.setAttribute('aria-label', 'Copy message');
       b.dataset.kbNamed = '1';
     });
+    // Gradio's radios have a name each and their fieldset no legend: one named group instead.
+    const langs = $('#kb-lang');
+    if (langs && langs.getAttribute('role') !== 'radiogroup') {
+      langs.setAttribute('role', 'radiogroup'); langs.setAttribute('aria-label', 'Answer language · 回答语言');
+    }
+    if (langs) langs.querySelectorAll('input[type=radio]').forEach((r) => { if (r.name !== 'kb-answer-lang') r.name = 'kb-answer-lang'; });
+    // Gradio gives the example chips' box a list role whose children are buttons (axe: critical).
+    chat.querySelectorAll('.examples[role]').forEach((e) => { e.setAttribute('role', 'group'); e.setAttribute('aria-label', 'Examples · 示例'); });
     const bots = chat.querySelectorAll('.bot-row');
     const last = bots[bots.length - 1];
     const done = last && !/▌|Searching the knowledge base|正在检索/.test(last.innerText);
@@ -227,7 +240,9 @@ _SCRIPT = r"""
     box.dispatchEvent(new Event('input', {bubbles: true}));
     setTimeout(() => { const b = $('#kb-send'); if (b) b.click(); }, 300);
   }
-  window.addEventListener('load', () => setTimeout(askFromLink, 500));
+  // Gradio may add this script after the page's load event: then run now.
+  if (document.readyState === 'complete') setTimeout(askFromLink, 500);
+  else window.addEventListener('load', () => setTimeout(askFromLink, 500));
 })();
 </script>
 """

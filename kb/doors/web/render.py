@@ -254,7 +254,7 @@ def _head(p) -> list[str]:
     of the paste that matched (kb/present.py decides them)."""
     out = [f"**{BADGE[p.strength]} {escape_md_html(p.strength_label)}**"]
     if p.headline is not None:
-        out.append(f"### {entry_link(p.headline.entry)}")
+        out.append(f"## {entry_link(p.headline.entry)}")
     if p.warning:
         out.append(f"> ⚠ {escape_md_html(p.warning)}")
     if p.matched_line:

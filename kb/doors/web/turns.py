@@ -190,11 +190,18 @@ def stopped(chat: list):
     import gradio as gr
 
     if chat and chat[-1].get("role") == "assistant":
-        content = str(chat[-1].get("content", "")).removesuffix(" ▌")
+        content = _text(chat[-1].get("content", "")).rstrip().removesuffix("▌").rstrip()
         note = f"{UI['en']['stopped']} · {UI['zh']['stopped']}"
         chat = [*chat[:-1], {"role": "assistant", "content": f"{content}\n\n*{note}*"}]
     send, stop = _buttons(False)
     return gr.skip(), chat, gr.skip(), gr.skip(), send, stop, gr.skip()
+
+
+def _text(content) -> str:
+    """A message's markdown: Gradio hands the chat back as a list of parts ({"type": "text", ...})."""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
 
 
 def new_chat(chat: list, history: list):

@@ -169,3 +169,18 @@ _CONTRAST = """([s, pseudo]) => {
 def contrast(page, selector: str, pseudo: str = "") -> tuple[float, float]:
     ratio, background = page.evaluate(_CONTRAST, [selector, pseudo])
     return ratio, background
+
+
+def redone(page, action, n: int = 1) -> str:
+    """Do `action` (a click that re-answers the last question) and wait until answer `n` has
+    changed and is complete again: waiting for "complete" alone would pass before it starts."""
+    page.evaluate(
+        "() => { window.kbChanged = false; const c = document.querySelector('#kb-chat');"
+        " new MutationObserver(() => { window.kbChanged = true; })"
+        ".observe(c, {childList: true, subtree: true, characterData: true}); }"
+    )
+    action()
+    page.wait_for_function("() => window.kbChanged")
+    page.wait_for_function(ANSWERED, arg=n)
+    page.wait_for_timeout(200)  # the page's script names the new message
+    return bots(page).nth(n - 1).inner_text()

@@ -96,3 +96,21 @@ def test_quick_start_and_use_examples_run_as_written(clone):
     answer = json.loads(ask_json)
     assert answer["lang"] == "zh" and not answer["no_match"]
     assert re.search(r"^entries:\s+124 ", stats, re.M)
+
+
+def test_the_pictures_the_readme_shows_come_from_the_script_not_the_tests():
+    results = ROOT / "eval" / "results"
+    wanted = {
+        f"web_{state}_{size}{dark}.png"
+        for state in ("empty", "answer", "panel")
+        for size in ("desktop", "phone")
+        for dark in ("", "_dark")
+    }
+    assert wanted <= {p.name for p in results.iterdir()}, "run python eval/screenshots.py"
+    for picture in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README):
+        assert (ROOT / picture).is_file(), picture
+    here = Path(__file__).name
+    shots = [
+        p.name for p in (ROOT / "tests").glob("*.py") if p.name != here and ".screenshot(" in p.read_text()
+    ]
+    assert shots == []

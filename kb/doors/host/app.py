@@ -129,15 +129,16 @@ def serve_command(args, settings: Settings) -> int:
 
 def _require_web_extra() -> None:
     """`pip install -e .` has no web packages: say which extra brings them, not a traceback."""
-    try:
-        import fastapi  # noqa: F401
-        import gradio  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ModuleNotFoundError as e:
-        raise KbError(
-            f"kb serve needs the web extra (the package {e.name!r} is missing): "
-            "pip install 'bilingual-kb[web]', or pip install -e '.[web]' in a checkout"
-        ) from e
+    # Looked up, not imported: importing gradio here would fix its temp folder before the chat
+    # gives it a private one (kb/doors/web/chat.py), and /tmp/gradio would outlive the server.
+    from importlib.util import find_spec
+
+    for name in ("fastapi", "gradio", "uvicorn"):
+        if find_spec(name) is None:
+            raise KbError(
+                f"the chat and the API need the web extra (the package {name!r} is missing): "
+                "pip install 'bilingual-kb[web]', or pip install -e '.[web]' in a checkout"
+            )
 
 
 def slack_command(args, settings: Settings) -> int:

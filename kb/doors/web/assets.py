@@ -111,7 +111,7 @@ footer{display:none !important}
    and the code highlighter's colours 2.8:1 on its light background: indigo-600, and code in one colour. */
 #kb-lang label.selected, #kb-send{background:#4338ca !important;border-color:#4338ca !important;color:#fff !important}
 #kb-chat pre code .token{color:inherit !important}
-#kb-chat .message-wrap h2{font-size:1.15em;margin:.3em 0}
+#kb-chat h2{font-size:1.15em !important;margin:.3em 0 !important}  /* the welcome and an answer's title */
 #kb-chat .message-wrap pre, #kb-chat .message-wrap pre code{white-space:pre-wrap;word-break:break-word;overflow-wrap:anywhere}
 #kb-query textarea{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.9em}
 /* The theme's subdued grey was 2.5:1 as placeholder text: zinc-600 / zinc-300 (over 4.5:1 on the box). */

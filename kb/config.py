@@ -43,7 +43,11 @@ def redact_urls(text: str) -> str:
 
 
 def home_dir(settings: Settings) -> Path:
-    return Path(settings.home) if settings.home else Path.home() / ".cache" / "kb"
+    """KB_HOME (`home`), else $XDG_CACHE_HOME/kb, else ~/.cache/kb: the bundled index and the model cache."""
+    if settings.home:
+        return Path(settings.home)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "kb"
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class Settings:
     embed_timeout_s: float = 30.0
     config_file: str = ""
     # Where things live. home: the bundled index; model_cache: the parsed default model ("off":
-    # none; empty: ~/.cache/kb/models); eval_cache: `kb eval`'s indexes (empty: <tmp>/kb-eval-cache);
+    # none; empty: <home>/models, kb/indexing.py model_cache_dir); eval_cache: `kb eval`'s indexes (empty: <tmp>/kb-eval-cache);
     # shared: the folder of real documents the gold sets name (empty: ../shared beside the checkout).
     home: str = ""
     model_cache: str = ""
@@ -175,8 +179,6 @@ def load_settings(**overrides) -> Settings:
     settings = _apply(settings, {k: v for k, v in overrides.items() if v is not None}, "flag")
     if llm_overrides:
         settings = replace(settings, llm=_apply(settings.llm, llm_overrides, "flag"))
-    if not settings.model_cache and os.environ.get("XDG_CACHE_HOME"):
-        settings = replace(settings, model_cache=str(Path(os.environ["XDG_CACHE_HOME"]) / "kb" / "models"))
     return _check(settings)
 
 

@@ -22,7 +22,10 @@ def bundled_docs() -> Path:
 
 
 def _fingerprint(folder: Path) -> str:
+    """The bundled documents and the code that reads them: a change to either rebuilds the index."""
     h = hashlib.sha1()
+    for p in sorted(Path(__file__).resolve().parents[1].joinpath("ingest").glob("*.py")):
+        h.update(p.read_bytes())
     for p in sorted(folder.rglob("*.md")):
         h.update(p.relative_to(folder).as_posix().encode())
         h.update(p.read_bytes())
@@ -52,7 +55,16 @@ def embedder_for(settings: Settings):
 
     if settings.embedder.startswith("openai:"):
         return _server_embedder(settings)
-    return get_embedder(settings.embedder, settings.embed_threads, settings.model_cache)
+    return get_embedder(settings.embedder, settings.embed_threads, model_cache_dir(settings))
+
+
+def model_cache_dir(settings: Settings) -> str:
+    """Where the parsed default model is kept: the `model_cache` setting, else `<home>/models`
+    (KB_HOME moves it); "off" keeps none. One cache for every virtual environment: its folder
+    is keyed by the model's version, not by where it was installed (index/usem3.py)."""
+    if settings.model_cache:
+        return settings.model_cache
+    return str(home_dir(settings) / "models")
 
 
 @lru_cache(maxsize=4)
@@ -253,6 +265,12 @@ def ensure_bundled(index_dir: Path, settings: Settings, progress=None, embedder=
         return  # a shared Milvus index is built by `kb ingest`, never by a replica starting
     if (index_dir / "manifest.json").exists() and stamp.exists() and stamp.read_text().strip() == fp:
         return
+    note = getattr(progress, "note", None)
+    if note is not None:
+        again = (
+            "again (its documents changed)" if (index_dir / "manifest.json").exists() else "(first run only)"
+        )
+        note(f"kb: building the bundled knowledge base's index in {index_dir} {again}; about 10-30 s")
     ingest([str(docs)], index_dir, settings, progress, embedder=embedder)
     index_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(fp)

@@ -65,6 +65,11 @@ class Presentation:
     no_match: bool
     weak: bool
     mode: str  # "extractive" or "llm"
+    strength: str  # "match", "weak" (the closest entry, maybe not the problem) or "none"
+    strength_label: str  # "Matches" / "Closest entry, not a match" / "No match", in the reader's language
+    warning: str  # for a weak match: check the symptoms before running anything; else ""
+    headline: Ref | None  # the entry the answer gives: its title is the answer's heading
+    matched_line: str  # the line of the paste that matched the entry, quoted; "" when none
     commands: tuple[Command, ...]
     sources: tuple[Ref, ...]
     suggestions: tuple[Ref, ...]  # nearest entries when nothing matches, in the reader's language
@@ -114,19 +119,24 @@ def _in_fence(command: str, text: str) -> bool:
 
 def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> Presentation:
     lang = answer.lang if answer.lang in LABELS else "en"
-    commands = answer.commands
-    if answer.mode == "llm":  # the model's answer shows its (verified) commands in its code blocks
-        commands = tuple(c for c in commands if not _in_fence(c, answer.text))
+    labels = LABELS[lang]
+    # A command the answer already shows in one of its code blocks is not listed again.
+    commands = tuple(c for c in answer.commands if not _in_fence(c, answer.text))
     suggestions: tuple[Hit, ...] = answer.suggestions if answer.no_match else ()
     other = _other_language(answer, lookup)
     return Presentation(
         lang=lang,
-        labels=LABELS[lang],
+        labels=labels,
         notice=answer.notice,
         text=answer.text,
         no_match=answer.no_match,
         weak=answer.weak,
         mode=answer.mode,
+        strength=answer.strength,
+        strength_label=labels[{"match": "match", "weak": "weak_badge", "none": "none"}[answer.strength]],
+        warning=labels["weak"] if answer.weak else "",
+        headline=_ref(answer.citations[0].entry, docs_base_url, 1) if answer.citations else None,
+        matched_line=answer.matched_line,
         commands=tuple(Command(c, CAUTION[lang] if is_destructive(c) else "") for c in commands),
         sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
         suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),

@@ -1,9 +1,19 @@
-"""Progress on stderr: a live bar on a terminal, a few plain lines when piped (CI logs)."""
+"""Progress on stderr: a bar with a time estimate on a terminal, a few plain lines when piped (CI
+logs), and one sentence before a long job says what it is ("building the bundled index in ...")."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+# What each stage of a build is, in words (index/build.py and ingest name them).
+STAGES = {
+    "parse": ("reading documents", "files"),
+    "embed": ("embedding", "texts"),
+    "index": ("writing the index", "steps"),
+    "link": ("linking translations", "entries"),
+}
+BAR_WIDTH = 28
 
 
 class ProgressBar:
@@ -14,25 +24,44 @@ class ProgressBar:
         self._last_stage = ""
         self._last_print = 0.0
         self._last_pct = -1
+        self._stage_start = 0.0
+
+    def note(self, message: str) -> None:
+        """One line that says what is about to happen and how long it takes."""
+        if not self.quiet:
+            self.stream.write(message + "\n")
+            self.stream.flush()
 
     def __call__(self, stage: str, done: int, total: int, detail: str = "") -> None:
         if self.quiet or total <= 0:
             return
-        pct = int(100 * done / total)
         now = time.monotonic()
+        if stage != self._last_stage:
+            self._stage_start = now
+        name, unit = STAGES.get(stage, (stage, ""))
+        pct = int(100 * done / total)
         if self.tty:
-            if now - self._last_print < 0.1 and done < total:
+            if now - self._last_print < 0.1 and done < total and stage == self._last_stage:
                 return
-            width = 30
-            fill = int(width * done / total)
-            self.stream.write(
-                f"\r{stage:>6} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} {detail[:40]:<40}"
-            )
+            self.stream.write("\r" + self._bar(name, unit, done, total, now, detail) + "\x1b[K")
             if done >= total:
                 self.stream.write("\n")
-        else:
-            # Piped: one line per stage start, every 25%, and the end.
-            if stage != self._last_stage or pct // 25 > self._last_pct // 25 or done >= total:
-                self.stream.write(f"{stage}: {done}/{total}\n")
+        elif done >= total:
+            # Piped (a CI log, a file): one line per stage, when it ends, with its time.
+            self.stream.write(
+                f"{name}: {total} {unit[:-1] if total == 1 else unit} ({now - self._stage_start:.1f}s)".replace(
+                    "  ", " "
+                )
+                + "\n"
+            )
         self._last_stage, self._last_pct, self._last_print = stage, pct, now
         self.stream.flush()
+
+    def _bar(self, name: str, unit: str, done: int, total: int, now: float, detail: str) -> str:
+        fill = BAR_WIDTH * done // total
+        bar = "█" * fill + "░" * (BAR_WIDTH - fill)
+        elapsed = now - self._stage_start
+        left = ""
+        if 0 < done < total and elapsed > 1.0:
+            left = f"  ~{elapsed * (total - done) / done:.0f}s left"
+        return f"{name:>20} {bar} {done}/{total} {unit}{left}  {detail[:30]}"

@@ -7,6 +7,7 @@ The web API answers the same rule with 413 before reading a body it cannot use
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .errors import QueryError
 
@@ -35,3 +36,82 @@ def check_query(query: str, max_bytes: int) -> str:
     if not query.strip():
         raise QueryError("the query is empty: paste an error message or ask a question")
     return query
+
+
+# ---- pastes over the query limit: keep the part that matters ----------------------------------
+MAX_PASTE_BYTES = 24 * 1024 * 1024  # what the chat and `kb ask < log` take in before keeping a part
+EXCERPT_LINE_CHARS = 2000  # a longer line is cut (a minified blob, a progress bar without newlines)
+_CONTEXT = 3  # lines kept on each side of an error line
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """The part of a paste that is searched, and what was left out (for the note a door shows)."""
+
+    text: str
+    lines_kept: int
+    lines_total: int
+    bytes_total: int
+    error_lines: int  # error lines whose regions were kept
+
+    @property
+    def cut(self) -> bool:
+        return self.lines_kept < self.lines_total or len(self.text.encode()) < self.bytes_total
+
+
+def _size(line: str) -> int:
+    return len(line.encode("utf-8", errors="replace")) + 1
+
+
+def excerpt(text: str, max_bytes: int) -> Excerpt:
+    """At most `max_bytes` of `text`: the first lines (the command and the set-up), the last lines
+    (where a crash ends), and the regions around error lines and tracebacks in between, in their
+    order, with a marker where lines were left out. A paste within the limit comes back whole."""
+    from ingest.signals import is_error_line
+
+    size = len(text.encode("utf-8", errors="replace"))
+    lines = text.replace("\r\n", "\n").split("\n")
+    if size <= max_bytes:
+        return Excerpt(text, len(lines), len(lines), size, 0)
+    lines = [ln if len(ln) <= EXCERPT_LINE_CHARS else ln[:EXCERPT_LINE_CHARS] + " …" for ln in lines]
+    budget = int(max_bytes * 0.95)  # room for the markers
+    keep: set[int] = set()
+
+    def take(indexes, share: float) -> None:
+        nonlocal budget
+        allowance = max_bytes * share
+        for i in indexes:
+            if i in keep:
+                continue
+            cost = _size(lines[i])
+            if cost > budget or cost > allowance:
+                return
+            keep.add(i)
+            budget -= cost
+            allowance -= cost
+
+    take(range(min(200, len(lines))), 0.1)
+    take(range(len(lines) - 1, -1, -1), 0.4)  # the tail, read backwards
+    errors = [i for i, ln in enumerate(lines) if i not in keep and _looks_like_error(ln, is_error_line)]
+    for i in reversed(errors):  # the last errors first: the crash is usually near the end
+        take(range(max(0, i - _CONTEXT), min(len(lines), i + _CONTEXT + 1)), 1.0)
+    out: list[str] = []
+    previous = -1
+    for i in sorted(keep):
+        if i > previous + 1:
+            out.append(f"[… {i - previous - 1} lines left out …]")
+        out.append(lines[i])
+        previous = i
+    if previous < len(lines) - 1:
+        out.append(f"[… {len(lines) - 1 - previous} lines left out …]")
+    kept_errors = sum(1 for i in errors if i in keep)
+    return Excerpt("\n".join(out), len(keep), len(lines), size, kept_errors)
+
+
+def _looks_like_error(line: str, is_error_line) -> bool:
+    s = line.lstrip()
+    return (
+        s.startswith(("Traceback", 'File "'))
+        or ("rror" in line or "ail" in line or "错" in line)
+        and is_error_line(line)
+    )

@@ -43,9 +43,24 @@ def hit_json(h: Hit) -> dict:
     }
 
 
+# A query is echoed back whole up to this many characters; a pasted log is not (392 KB of JSON
+# for a 5,000-line log): its start, an ellipsis, and "query_chars" with its full length.
+QUERY_ECHO_CHARS = 2000
+
+
+def query_echo(query: str) -> dict:
+    if len(query) <= QUERY_ECHO_CHARS:
+        return {"query": query}
+    return {
+        "query": query[: QUERY_ECHO_CHARS // 2] + " …",
+        "query_chars": len(query),
+        "query_truncated": True,
+    }
+
+
 def search_json(r: SearchResult) -> dict:
     return {
-        "query": r.query,
+        **query_echo(r.query),
         "lang": r.lang,
         "no_match": r.no_match,
         "match": r.strength,
@@ -57,10 +72,11 @@ def search_json(r: SearchResult) -> dict:
 
 def ask_json(a: Answer) -> dict:
     return {
-        "query": a.query,
+        **query_echo(a.query),
         "lang": a.lang,
         "no_match": a.no_match,
         "match": a.strength,
+        "matched_line": a.matched_line,
         "answer": a.text,
         "commands": list(a.commands),
         "destructive_commands": [c for c in a.commands if is_destructive(c)],

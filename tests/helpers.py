@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -31,8 +30,6 @@ from pathlib import Path
 
 import pytest
 from slack_stub import BOT_USER, TEAM, SlackStub
-
-from kb.doors.web.render import UI
 
 
 def free_port() -> int:
@@ -105,18 +102,6 @@ def slack_http(bot, head_timeout_s: float | None = None):
     from kb.doors.host.server import HEAD_TIMEOUT_S, Served
 
     return Served(slack_app(bot), "127.0.0.1", 0, head_timeout_s or HEAD_TIMEOUT_S)
-
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def raw(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
@@ -327,44 +312,6 @@ def reply_text(call) -> str:
             parts.append(block["text"]["text"])
         parts += [el.get("text", "") for el in block.get("elements", [])]
     return unescape("\n".join(parts))
-
-
-@contextmanager
-def browser_page(url: str):
-    """A fresh headless chromium profile on `url`; fails if the page fetched anything elsewhere."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    profile = tempfile.mkdtemp(prefix="kb-chromium-")
-    outside: list[str] = []
-    try:
-        with sync_api.sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(
-                profile,
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=ARGS,
-                viewport={"width": 1440, "height": 1200},
-                locale="en-US",
-            )
-            ctx.set_default_timeout(30_000)
-            ctx.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
-            tab = ctx.new_page()
-            tab.on("request", lambda r: None if r.url.startswith((url, "data:")) else outside.append(r.url))
-            tab.goto(url)
-            tab.wait_for_selector("#kb-query textarea")
-            yield tab
-            ctx.close()
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert outside == [], f"the page fetched from outside the server: {outside[:5]}"
-
-
-# The last answer is complete: no "searching" placeholder (either language), no streaming cursor.
-ANSWERED = (
-    "n => { const m = document.querySelectorAll('#kb-chat .bot-row'); if (m.length < n) return false;"
-    " const t = m[m.length - 1].innerText;"
-    f" return !{json.dumps([UI['en']['thinking'], UI['zh']['thinking']])}.some(p => t.includes(p))"
-    " && !t.includes('▌'); }"
-)
 
 
 def slack_client(stub: SlackStub, token: str | None = None):

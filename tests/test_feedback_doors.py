@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from chat_page import ANSWERED, CHROMIUM, browser_page
 from conftest import ROOT
-from helpers import ANSWERED, CHROMIUM, NCCL_LINE, SECRET, browser_page, call, kb_serve, mention, post_event
+from helpers import NCCL_LINE, SECRET, call, kb_serve, mention, post_event
 from slack_actions import feedback_click as click
 
 from kb.feedback import FeedbackStore

@@ -275,8 +275,17 @@ def test_badges_and_separators_are_not_entries() -> None:
 
 
 def test_crlf_and_setext_headings() -> None:
-    text = "Title\r\n=====\r\n\r\nintro\r\n\r\n## Q: x?\r\n\r\ny\r\n"
-    assert spans(parse_markdown(text)) == [("Title", 1, 4), ("x?", 6, 8)]
+    text = "Title\r\n=====\r\n\r\nintro\r\n\r\n### Q: x?\r\n\r\ny\r\n## Setup\r\n\r\nrun it\r\n"
+    assert spans(parse_markdown(text)) == [("x?", 6, 8), ("Setup", 9, 11)]
+
+
+def test_a_page_title_and_its_overview_are_no_entry() -> None:
+    # "# NCCL errors" and a sentence on what the page covers came back as a hit ("lines 1-3").
+    text = "# NCCL errors\n\nWhat this page covers.\n\n## Q: x?\n\ny\n"
+    assert spans(parse_markdown(text)) == [("x?", 5, 7)]
+    # A title whose text is more than an overview (a command) stays an entry.
+    text = "# Setup\n\nRun this:\n\n```bash\nexport A=1\n```\n\n## Q: x?\n\ny\n"
+    assert spans(parse_markdown(text))[0][0] == "Setup"
 
 
 # --------------------------------------------------------------------------- robustness

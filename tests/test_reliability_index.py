@@ -266,9 +266,11 @@ def test_debris_of_a_killed_build_is_cleaned_by_the_next_build(seeds_index, tmp_
 
 # -- two builds at once ---------------------------------------------------------------------------------
 def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
-    """Two real `kb ingest` processes on one index. Both write their progress into one pipe, so
-    the order of the lines is the order in which they happened: the first build prints
-    "index: N/N" before it releases the lock, the second prints "parse: 1/1" after taking it."""
+    """Two real `kb ingest` processes on one index. Both write their progress into one pipe (one
+    line per finished stage, as when piped), so the order of the lines is the order in which they
+    happened: the first build prints "writing the index: ..." before it releases the lock, the
+    second prints "reading documents: 1 file" only after taking it; the index left is the
+    second's, whole."""
     index = tmp_path / "index"
     small = tmp_path / "small"
     small.mkdir()
@@ -292,7 +294,7 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
         try:
             procs.append(start(str(SEEDS)))  # ~160 texts to embed from scratch: seconds
             deadline = time.monotonic() + 120
-            while not any(line.startswith("embed: 0/") for line in lines):  # it holds the lock now
+            while not any(line.startswith("reading documents: ") for line in lines):  # takes the lock now
                 assert procs[0].poll() is None and time.monotonic() < deadline, lines
                 time.sleep(0.02)
             procs.append(start(str(small)))
@@ -307,16 +309,13 @@ def test_two_kb_ingest_at_once_the_second_waits(tmp_path):
     first, second = procs
     assert first.returncode == 0 and second.returncode == 0, lines
 
-    first_embed = lines.index(next(line for line in lines if line.startswith("embed: 0/")))
-    total_first = lines[first_embed].split("/")[1]
-    # The first build's last line under the lock: its index stage complete ("index: N/N").
-    first_done = next(i for i, line in enumerate(lines) if re.fullmatch(r"index: (\d+)/\1", line))
+    # The first build's last stage under the lock.
+    first_done = next(i for i, line in enumerate(lines) if line.startswith("writing the index: "))
     # The second takes the lock before it reads its file: what it may skip reading is decided by
     # the live generation's parse cache (files.json), which the first build is replacing.
-    second_parsed = lines.index("parse: 1/1")
-    second_built = next(i for i, x in enumerate(lines) if x.startswith("embed: 0/") and x[9:] != total_first)
-    assert first_done < second_parsed < second_built, ("the second waited for the first", lines)
-    assert "indexed 49 entries" in out_first and "indexed 1 entries" in out_second
+    second_parsed = next(i for i, line in enumerate(lines) if line.startswith("reading documents: 1 file "))
+    assert first_done < second_parsed, ("the second read its file while the first held the lock", lines)
+    assert "indexed 49 entries" in out_first and "indexed 1 entry from 1 file" in out_second
     m = manifest(index)
     assert m["sources"] == [str(small.resolve())] and m["counts"]["entries"] == 1  # the last build, whole
     only_live_generation(index)

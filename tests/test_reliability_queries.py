@@ -166,11 +166,12 @@ def one_line_error(p, *needles: str) -> str:
     return err
 
 
-def test_cli_ten_megabytes_on_stdin_is_refused_before_any_index_is_built(tmp_path):
-    p = kb_cli("ask", "-", stdin=b"x" * (10 * MB), env={"KB_HOME": str(tmp_path)})
-    one_line_error(
-        p, f"kb ask: the query is {10 * MB} bytes; the limit is {DEFAULT_LIMIT} (KB_MAX_QUERY_BYTES)"
-    )
+def test_cli_a_paste_over_the_paste_limit_is_refused_before_any_index_is_built(tmp_path):
+    # Up to MAX_PASTE_BYTES a paste is cut to the part that matters (tests/test_cli_use.py); past it, refused.
+    from kb.query import MAX_PASTE_BYTES
+
+    p = kb_cli("ask", "-", stdin=b"x" * (MAX_PASTE_BYTES + 10), env={"KB_HOME": str(tmp_path)})
+    one_line_error(p, f"kb ask: the query is {MAX_PASTE_BYTES + 1} bytes; the limit is {MAX_PASTE_BYTES}")
     assert list(tmp_path.iterdir()) == []  # refused before the bundled index was built
 
 

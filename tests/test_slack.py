@@ -77,7 +77,8 @@ def test_answer_carries_the_command_citations_and_other_language(bot, stub, seed
     best = next(e for e in seeds_kb.index.entries if e.lang == "en" and "Init plugin so failed" in e.title)
     zh = seeds_kb.entry(best.translation)
     assert f"[1] {best.title} (`{best.doc}:{best.start_line}-{best.end_line}`)" in text
-    assert re.search(r"\[2\] .+ \(`\S+:\d+-\d+`\)", text)
+    # Further sources only when they are related (kb/answer.py related_hits): no padding to three.
+    assert not re.search(r"\[3\] .+ \(`\S+:\d+-\d+`\)", text)
     assert f"{LABELS['en']['other_lang']}: {zh.title} (`{zh.doc}:{zh.start_line}-{zh.end_line}`)" in text
     assert CAUTION["en"] not in text  # `export ...` is not destructive
 

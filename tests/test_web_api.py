@@ -243,19 +243,24 @@ def test_oversized_bodies_are_refused(server):
 
 def test_the_chat_routes_have_the_same_body_limit(server):
     """Gradio's own routes (queue, upload) are bounded like the API: 413 JSON before reading."""
+    from kb.doors.host.app import BODY_HEADROOM, CHAT_QUEUE_PATH
+    from kb.query import MAX_PASTE_BYTES
+
     limit = 2 * 1024 * 1024 + 64 * 1024  # max_query_bytes + BODY_HEADROOM
-    for path in ("/gradio_api/queue/join", "/gradio_api/upload", "/slack/events", "/"):
-        status, body = raw_post(server, path, {"Content-Length": str(limit + 1)}, b"x" * 65536)
-        assert status == 413 and f"the limit is {limit}" in body["error"], path
+    chat = 2 * MAX_PASTE_BYTES + BODY_HEADROOM  # the chat's queue takes a whole log, JSON-escaped
+    for path in (CHAT_QUEUE_PATH, "/gradio_api/upload", "/slack/events", "/"):
+        most = chat if path == CHAT_QUEUE_PATH else limit
+        status, body = raw_post(server, path, {"Content-Length": str(most + 1)}, b"x" * 65536)
+        assert status == 413 and f"the limit is {most}" in body["error"], path
     status, body = raw_post(
-        server, "/gradio_api/queue/join", {"Transfer-Encoding": "chunked"}, chunked(*[b"x" * 65536] * 40)
+        server, "/gradio_api/upload", {"Transfer-Encoding": "chunked"}, chunked(*[b"x" * 65536] * 40)
     )
     assert status == 413 and "over the limit" in body["error"]
 
     # A client that sends all of a refused body before it reads still gets the 413 (the server
     # drops the rest instead of resetting the connection under it), and the connection closes.
     conn = http.client.HTTPConnection(*server.removeprefix("http://").split(":"), timeout=60)
-    conn.request("POST", "/gradio_api/queue/join", b"{" + b" " * (3 * limit) + b"}")
+    conn.request("POST", "/api/search", b"{" + b" " * (3 * limit) + b"}")
     resp = conn.getresponse()
     assert resp.status == 413 and resp.getheader("connection") == "close"
     assert "limit" in json.loads(resp.read())["error"]

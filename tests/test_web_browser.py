@@ -1,21 +1,14 @@
 """The web chat (kb/doors/web/chat.py) in a real browser: Debian's chromium, driven headless by Playwright, against
-`kb serve` on 127.0.0.1 with the seeds index. Saves eval/results/web_answer.png."""
+`kb serve` on 127.0.0.1 with the seeds index. It takes no pictures: eval/screenshots.py writes the
+committed ones (the test run used to rewrite eval/results/web_answer.png)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from helpers import ANSWERED, CHROMIUM, HCCL_LINE, NCCL_LINE, browser_page, kb_server, training_log
+from chat_page import ANSWERED, browser_page, needs_chromium
+from helpers import HCCL_LINE, NCCL_LINE, kb_server, training_log
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "eval" / "results" / "web_answer.png"
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium chromium-driver"
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +31,7 @@ def _ask(page, text: str, n_answers: int) -> str:
     return page.locator("#kb-chat .bot-row").nth(n_answers - 1).inner_text()
 
 
-def _open_citation_and_take_the_picture(page, bot) -> None:
+def _open_citation(page, bot) -> None:
     bot.locator("a", has_text="[1]").first.click()
     entry = page.locator("#kb-entry .kb-entry")
     entry.wait_for()
@@ -50,16 +43,7 @@ def _open_citation_and_take_the_picture(page, bot) -> None:
         "Chinese version" in translation.inner_text()
         and "1343225860" in translation.locator("h4").inner_text()
     )
-    assert page.url.rstrip("/") + "/" == page.url  # the link opened in the panel, not as a new page
-    page.wait_for_timeout(1100)  # let the panel's highlight fade before the picture
-    # Scroll the chat so the picture shows the end of the pasted log just above the answer.
-    page.evaluate(
-        "() => { const w = document.querySelector('#kb-chat .bubble-wrap');"
-        " const a = document.querySelector('#kb-chat .bot-row');"
-        " if (w && a) w.scrollTop += a.getBoundingClientRect().top - w.getBoundingClientRect().top - 110; }"
-    )
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT))
+    assert "/entry/" not in page.url  # the link opened in the panel, not as a new page
 
 
 def test_paste_log_answer_command_citation_panel(page):
@@ -75,7 +59,7 @@ def test_paste_log_answer_command_citation_panel(page):
 
     # 2. Clear, then paste (Ctrl+V) a 5,000-line HCCL log: it all lands in the box, and the
     #    answer's command sits in its own code block with a copy button.
-    page.click("#kb-clear")
+    page.click("#kb-new")
     page.wait_for_function("() => document.querySelectorAll('#kb-chat .bot-row').length === 0")
     key = f"[ERROR] HCCL(12345,python):2024-05-10-09:31:02.114 [hccl_plugin.cc:88] {HCCL_LINE}"
     hccl = training_log([key], n=5000, seed=5)
@@ -95,7 +79,7 @@ def test_paste_log_answer_command_citation_panel(page):
     assert block.locator("button.copy_code_button").count() == 1
 
     # 3. Citation [1] opens the cited entry, with its Chinese version, in the side panel.
-    _open_citation_and_take_the_picture(page, bot)
+    _open_citation(page, bot)
 
     # 4. A follow-up keeps the conversation's context (on its own it matches nothing).
     follow = _ask(page, "What if I run it inside Docker?", 2)

@@ -46,7 +46,10 @@ def test_render_answer_commands_caution_and_citations(seeds_kb):
     answer = seeds_kb.ask("域名映射怎么配置")  # an entry whose commands include `reboot`
     assert "reboot" in answer.commands
     md = render_answer(answer)
-    assert md.count("```bash") == len(answer.commands)
+    for c in answer.commands:  # each command shown once: in the text's code, else under "命令"
+        assert c.splitlines()[0] in md
+    listed = md.split("**命令**")[1]
+    assert listed.count("```bash") == 2 and "/etc/hosts" not in listed  # not again under 命令
     caution_at = md.index(CAUTION["zh"])
     assert md.index("```bash\nreboot\n```") > caution_at
     assert md.count(CAUTION["zh"]) == 1  # only the destructive one
@@ -103,7 +106,7 @@ def test_render_escapes_html_outside_code():
 
 
 def test_stream_hands_over_pieces_and_errors(seeds_kb):
-    from kb.doors.web.chat import _Stream
+    from kb.doors.web.turns import _Stream
     from kb.errors import QueryError
 
     stream = _Stream(seeds_kb, HCCL_LINE, None, [])

@@ -92,3 +92,22 @@ def run_batch(
         out.write(json.dumps(result, ensure_ascii=False) + "\n")
         out.flush()
     return 1 if failed else 0
+
+
+def batch_command(args, settings, answer: Callable) -> int:
+    """`kb search|ask --batch FILE`: every line answered by `answer(kb, text, lang)`. The
+    knowledge base is opened once, quietly (stdout is the JSON Lines), and without recording
+    "no match" in the unanswered queue: a script's batch is not a person asking."""
+    if args.text is not None:
+        raise SystemExit(f"kb {args.command}: give either the text or --batch FILE, not both")
+    from ..progress import ProgressBar
+    from ..query import check_query
+    from ..service import KnowledgeBase
+
+    kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=True))
+    return run_batch(
+        read_lines(args.batch),
+        lambda text, lang: answer(kb, text, lang),
+        lambda text: check_query(text, settings.max_query_bytes),
+        sys.stdout,
+    )

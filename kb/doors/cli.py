@@ -13,17 +13,17 @@ import argparse
 import json
 import sys
 
+from .terminal import MAX_K, k_value, print_json_error
+
 EXIT_USAGE = 2
 EXIT_ERROR = 1
 
 
-def _read_query(text: str, settings) -> str:
-    """The query text (stdin for '-'), checked before any index is opened or built."""
-    from ..query import check_query
+def _read_query(args, settings) -> str:
+    """The query text (an argument, '-' or a pipe), checked before any index is opened or built."""
+    from .terminal import read_query
 
-    if text == "-":
-        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    return check_query(text, settings.max_query_bytes)
+    return read_query(args.text, settings, args.command)
 
 
 def _open_kb(args, settings):
@@ -40,6 +40,7 @@ def cmd_ingest(args, settings) -> int:
 
     from ..indexing import ingest, resolve_index
     from ..progress import ProgressBar
+    from .terminal import check_index_folder
 
     index_dir, bundled = resolve_index(settings)
     paths = args.paths
@@ -48,6 +49,7 @@ def cmd_ingest(args, settings) -> int:
         paths = (read_manifest(index_dir) or {}).get("sources", [])
         if not paths:
             raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")
+    check_index_folder(index_dir)
     outcome = ingest(
         paths,
         index_dir,
@@ -58,74 +60,56 @@ def cmd_ingest(args, settings) -> int:
     if args.json:
         print(json.dumps(outcome.__dict__, ensure_ascii=False))
     else:
-        # Doc names and reasons are made printable where they are made (ingest/read.py).
-        for p in outcome.problems:
-            print(f"skipped {p}", file=sys.stderr)
-        for p in outcome.warnings:
-            print(f"warning {p}", file=sys.stderr)
-        print(
-            f"indexed {outcome.entries} entries from {outcome.files} files into {outcome.index} "
-            f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
-        )
+        _print_ingest(outcome)
     return 0
 
 
-def _batch(args, settings, answer) -> int | None:
-    """--batch FILE (kb/doors/batch.py): every line answered by `answer(kb, text, lang)`; None
-    when there is no --batch."""
-    if args.batch is None:
-        if args.text is None:
-            raise SystemExit(f"kb {args.command}: give the text, '-' for stdin, or --batch FILE")
-        return None
-    if args.text is not None:
-        raise SystemExit(f"kb {args.command}: give either the text or --batch FILE, not both")
-    from ..query import check_query
-    from .batch import read_lines, run_batch
+def _print_ingest(outcome) -> None:
+    from .terminal import plural
 
-    kb = _open_kb(argparse.Namespace(json=True), settings)
-    return run_batch(
-        read_lines(args.batch),
-        lambda text, lang: answer(kb, text, lang),
-        lambda text: check_query(text, settings.max_query_bytes),
-        sys.stdout,
+    # Doc names and reasons are made printable where they are made (ingest/read.py).
+    for p in outcome.problems:
+        print(f"skipped {p}", file=sys.stderr)
+    for p in outcome.warnings:
+        print(f"warning {p}", file=sys.stderr)
+    print(
+        f"indexed {plural(outcome.entries, 'entry').replace('entrys', 'entries')} from "
+        f"{plural(outcome.files, 'file')} into {outcome.index} "
+        f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
     )
 
 
 def cmd_search(args, settings) -> int:
     from ..schema import search_json
+    from .terminal import search_text
 
-    code = _batch(args, settings, lambda kb, text, lang: search_json(kb.search(text, lang=lang)))
-    if code is not None:
-        return code
-    query = _read_query(args.text, settings)
+    if args.batch is not None:  # many queries in one process (kb/doors/batch.py)
+        from .batch import batch_command
+
+        return batch_command(args, settings, lambda kb, text, lang: search_json(kb.search(text, lang=lang)))
+    query = _read_query(args, settings)
     kb = _open_kb(args, settings)
     result = kb.search(query, lang=args.lang)
-    if args.json:
-        print(json.dumps(search_json(result), ensure_ascii=False))
-        return 0
-    if result.no_match:
-        print("no match." if result.lang == "en" else "没有匹配的条目。")
-        if result.suggestions:
-            print("nearest (not a match):" if result.lang == "en" else "最接近的条目（并不匹配）：")
-    for n, h in enumerate(result.hits or result.suggestions, 1):
-        e = h.entry
-        print(f"{n}. {e.title}\n   {e.location} [{e.lang}]  score={h.score:.4f}")
-        if h.translation is not None:
-            t = h.translation
-            print(f"   {t.lang}: {t.title} ({t.location})")
-        for c in e.commands[:6]:
-            print(f"   $ {c}")
+    print(json.dumps(search_json(result), ensure_ascii=False) if args.json else search_text(result))
     return 0
 
 
-def render_text(answer, docs_base_url: str = "", lookup=None) -> str:
-    """An answer for the terminal, as kb/present.py decides what it shows."""
+def render_text(answer, docs_base_url: str = "", lookup=None, head: bool = True) -> str:
+    """An answer for the terminal, as kb/present.py decides what it shows: how strong the match
+    is and the entry's title, the line of the paste that matched, the text (markdown, with a
+    caution above a code block that holds a destructive command), commands, sources."""
     from ..present import present
 
     p = present(answer, docs_base_url, lookup)
-    out = [p.text]
-    if p.notice:
-        out.insert(0, f"! {p.notice}")
+    out = [f"! {p.notice}"] if p.notice else []
+    if p.headline is not None and head:
+        out.append(f"{p.strength_label}: {p.headline.title} [1]")
+        if p.warning:
+            out.append(f"! {p.warning}")
+        if p.matched_line:
+            out.append(f"{p.labels['matched_line']}: {p.matched_line}")
+        out.append("")
+    out.append(_cautioned(p.text, p.caution, p.destructive_blocks()))
     if p.suggestions:
         out += ["", p.labels["suggest"]]
         out += [f"  - {r.title} ({r.location})" for r in p.suggestions]
@@ -144,19 +128,37 @@ def render_text(answer, docs_base_url: str = "", lookup=None) -> str:
     return "\n".join(out)
 
 
+def _cautioned(text: str, caution: str, blocks: list[int]) -> str:
+    """The text with `> ⚠ caution` above each code block that holds a destructive command."""
+    if not blocks:
+        return text
+    from ingest.code import segments
+
+    out: list[str] = []
+    n = -1
+    for seg in segments(text):
+        if seg.code:
+            n += 1
+            if n in blocks:
+                out += [f"> ⚠ {caution}", ""]
+        out += list(seg.lines)
+    return "\n".join(out)
+
+
 def cmd_ask(args, settings) -> int:
     from dataclasses import replace
 
     from ..schema import ask_json
 
-    code = _batch(args, settings, lambda kb, text, lang: ask_json(kb.ask(text, lang=lang)))
-    if code is not None:
-        return code
-    query = _read_query(args.text, settings)
+    if args.batch is not None:  # many queries in one process (kb/doors/batch.py)
+        from .batch import batch_command
+
+        return batch_command(args, settings, lambda kb, text, lang: ask_json(kb.ask(text, lang=lang)))
+    query = _read_query(args, settings)
     kb = _open_kb(args, settings)
 
-    def shown(answer) -> str:
-        return render_text(answer, settings.docs_base_url, kb.entry)
+    def shown(answer, head: bool = True) -> str:
+        return render_text(answer, settings.docs_base_url, kb.entry, head)
 
     if args.json or not kb.settings.llm_enabled:
         answer = kb.ask(query, lang=args.lang)
@@ -178,20 +180,23 @@ def cmd_ask(args, settings) -> int:
     print()
     if answer.notice:
         print(f"\n! {answer.notice}")
-    rest = shown(replace(answer, text="", notice="")).strip("\n")  # commands (with cautions), sources
+    # Commands (with cautions) and sources; the heading was printed before the stream.
+    rest = shown(replace(answer, text="", notice=""), head=False).strip("\n")
     if rest:
         print("\n" + rest)
     return 0
 
 
 def cmd_stats(args, settings) -> int:
+    from .terminal import stats_text
+
     kb = _open_kb(args, settings)
-    print(json.dumps(kb.stats(), ensure_ascii=False, indent=1))
+    print(json.dumps(kb.stats(), ensure_ascii=False, indent=1) if args.json else stats_text(kb.stats()))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="kb",
         description="Bilingual (zh/en) troubleshooting knowledge base: paste an error, get the FAQ entry, "
         "its commands and its source. Works offline.",
@@ -232,7 +237,11 @@ def _add_core_commands(sub) -> None:
         ("ask", "answer with the matching entry's text, commands and citations", cmd_ask),
     ):
         sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("text", nargs="?", help="the error, log or question; '-' reads stdin")
+        sp.add_argument(
+            "text",
+            nargs="?",
+            help="the error, log or question; '-' or a pipe (`cat log | kb ask`) reads stdin",
+        )
         sp.add_argument(
             "--batch",
             metavar="FILE",
@@ -242,11 +251,12 @@ def _add_core_commands(sub) -> None:
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
         if name == "search":
-            sp.add_argument("--k", type=int, help="number of hits (default: top_k, 5)")
+            sp.add_argument("--k", type=k_value, help=f"number of hits, 1-{MAX_K} (default: top_k, 5)")
         sp.set_defaults(func=func)
 
     sp = sub.add_parser("stats", help="show what the index holds")
     add_index(sp)
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
     sp.set_defaults(func=cmd_stats)
 
 
@@ -336,8 +346,23 @@ def _lazy(module: str, function: str):
     return run
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that with --json a usage error is one JSON object on stdout too."""
+
+    def error(self, message: str):  # type: ignore[override]
+        argv = sys.argv[1:] if self._argv is None else self._argv
+        if "--json" in argv:
+            command = next((a for a in argv if not a.startswith("-")), "")
+            print_json_error(command, message, EXIT_USAGE)
+            sys.exit(EXIT_USAGE)
+        super().error(message)
+
+    _argv: list[str] | None = None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    _Parser._argv = argv
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -345,20 +370,23 @@ def main(argv: list[str] | None = None) -> int:
     from ..config import load_settings
     from ..errors import KbError
 
+    def fail(message: str, code: int = EXIT_ERROR) -> int:
+        if getattr(args, "json", False):
+            print_json_error(args.command, message, code)
+        print(f"kb {args.command}: {message}", file=sys.stderr)
+        return code
+
     try:
         settings = load_settings(index=args.index, top_k=getattr(args, "k", None))
         return args.func(args, settings)
     except KbError as e:
-        print(f"kb {args.command}: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(str(e))
     except KeyboardInterrupt:
-        print(f"kb {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted", 130)
     except BrokenPipeError:
         return 0
     except OSError as e:
-        print(f"kb {args.command}: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(str(e))
 
 
 if __name__ == "__main__":

@@ -26,11 +26,19 @@ from .live import RELOAD_CHECK_S, LiveKb
 BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
 
 
-def _guarded(app, settings: Settings, slack: bool, mcp: bool = False):
+# The chat takes a whole log (up to MAX_PASTE_BYTES, cut to the part that matters before it is
+# searched): its queue route is allowed that, JSON-escaped (a newline is two bytes).
+CHAT_QUEUE_PATH = "/gradio_api/queue/join"
+
+
+def _guarded(app, settings: Settings, slack: bool, mcp: bool = False, chat: bool = False):
+    from ...query import MAX_PASTE_BYTES
     from ..slack.events import EVENTS_PATH, MAX_EVENT_BODY
 
     no_cross_origin(app)
     per_path = {EVENTS_PATH: MAX_EVENT_BODY} if slack else {}
+    if chat:
+        per_path[CHAT_QUEUE_PATH] = 2 * MAX_PASTE_BYTES + BODY_HEADROOM
     formats = _mcp_formats() if mcp else {}
     limit = settings.max_query_bytes + BODY_HEADROOM
     app.add_middleware(BodyLimit, limit=limit, per_path=per_path, formats=formats)
@@ -60,7 +68,7 @@ def create_app(kb, slack: bool = False, reload_every_s: float = RELOAD_CHECK_S, 
     if mcp:
         _mount_mcp(app, live)
     mount_chat(app, live)
-    return _guarded(app, kb.settings, slack, mcp)
+    return _guarded(app, kb.settings, slack, mcp, chat=True)
 
 
 def _mcp_server(live: LiveKb):
@@ -150,12 +158,27 @@ def serve_command(args, settings: Settings) -> int:
     from .server import check_port, launch
 
     host, port = bind_address(args, 7860)
+    _require_web_extra()
     check_port(host, port)  # fail before the slow part when the port is taken
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar())
     configure_logging(settings.llm.api_key_env)
     app = create_app(kb, slack=args.slack, mcp=getattr(args, "mcp", False))
     launch(app, host, port, bound=lambda taken: announce(host, taken))
     return 0
+
+
+def _require_web_extra() -> None:
+    """`pip install -e .` has no web packages: say which extra brings them, not a traceback."""
+    # Looked up, not imported: importing gradio here would fix its temp folder before the chat
+    # gives it a private one (kb/doors/web/chat.py), and /tmp/gradio would outlive the server.
+    from importlib.util import find_spec
+
+    for name in ("fastapi", "gradio", "uvicorn"):
+        if find_spec(name) is None:
+            raise KbError(
+                f"the chat and the API need the web extra (the package {name!r} is missing): "
+                "pip install 'bilingual-kb[web]', or pip install -e '.[web]' in a checkout"
+            )
 
 
 def slack_command(args, settings: Settings) -> int:

@@ -116,12 +116,13 @@ def answer_blocks(answer: Answer, docs_base_url: str = "", lookup: Lookup | None
     blocks: list[dict] = []
     if p.notice:
         blocks.append(_context(":information_source: " + escape(p.notice)))
-    text = to_mrkdwn(p.text)
-    if p.sources:  # the extractive answer starts with the entry's title: show it as one
-        title = to_mrkdwn(p.sources[0].title)
-        if text.startswith(title + "\n"):
-            text = f"*{title}*" + text[len(title) :]
-    blocks.extend(_sections(text))
+    if p.headline is not None:  # how strong the match is, the entry's title, the line that matched
+        blocks.append(_section(f"*{escape(p.strength_label)}* · *{to_mrkdwn(p.headline.title)}*"))
+        if p.warning:
+            blocks.append(_context(":warning: " + escape(p.warning)))
+        if p.matched_line:
+            blocks.append(_context(f"{escape(p.labels['matched_line'])}: `{escape(p.matched_line)}`"))
+    blocks.extend(_sections(to_mrkdwn(p.text)))
     if p.suggestions:
         lines = [f"*{escape(p.labels['suggest'])}*"] + [f"• {entry_ref(r)}" for r in p.suggestions]
         blocks.extend(_sections("\n".join(lines)))
@@ -169,7 +170,8 @@ def pack(blocks: list[dict], fallback: str) -> list[dict]:
 
 def answer_messages(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> list[dict]:
     """The Slack messages that carry an answer; usually one, more when the answer is long."""
-    return pack(answer_blocks(answer, docs_base_url, lookup), escape(answer.text))
+    title = answer.citations[0].entry.title + "\n\n" if answer.citations else ""
+    return pack(answer_blocks(answer, docs_base_url, lookup), escape(title + answer.text))
 
 
 def text_messages(text: str) -> list[dict]:

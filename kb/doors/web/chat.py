@@ -1,5 +1,10 @@
-"""The web chat (Gradio, mounted at `/` of `kb serve`): it calls `kb.ask` and shows the Answer
-as kb/doors/web/render.py formats it; it holds no retrieval or answer logic of its own.
+"""The web chat (Gradio, mounted at `/` of `kb serve`): it calls `kb.ask` through turns.py and
+shows the Answer as render.py formats it; it holds no retrieval or answer logic of its own.
+
+The page: a header (title, About, New chat), the conversation with a welcome and example chips
+when empty, the box pinned under it with the answer language, Send and Stop, and the source
+panel (a column beside the chat, a sheet from the bottom on a phone). The conversation is kept in
+the browser (reloads keep it); a new chat forgets all of it, with an Undo.
 
 gradio is imported inside the functions (`kb --help` stays fast).
 """
@@ -8,154 +13,63 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import threading
-import time
-from collections.abc import Iterator
 from functools import partial
 
-from ...answer import Answer
-from ...errors import KbError
-from ...present import reader_language
-from ...service import KnowledgeBase
 from ..host.live import LiveKb
-from .assets import EXAMPLES, I18N, LANG_CHOICES, PAGE_CSS, PAGE_HEAD, PANEL_HTML
-from .render import UI, escape_md_html, render_answer, render_user
+from . import turns
+from .assets import EXAMPLES, HEADER_HTML, I18N, LANG_CHOICES, PAGE_CSS, PANEL_HTML, TITLE, WELCOME
+from .page_script import page_head
+from .render import UI
 
 log = logging.getLogger("kb.web")
 
-STREAM_MIN_INTERVAL_S = 0.05  # do not push more than ~20 partial updates a second to the browser
 CONCURRENT_ANSWERS = 4  # chat answers computed at once (KnowledgeBase is safe for it)
 
 
-class _Stream:
-    """Run `kb.ask` in a thread and hand its `on_token` pieces to a generator as they come."""
-
-    _DONE = object()
-
-    def __init__(
-        self, kb: KnowledgeBase, query: str, lang: str | None, history: list[tuple[str, str]]
-    ) -> None:
-        self.answer: Answer | None = None
-        self.error: BaseException | None = None
-        self._q: queue.Queue = queue.Queue()
-
-        def work() -> None:
-            try:
-                self.answer = kb.ask(query, lang=lang, history=history, on_token=self._q.put)
-            except BaseException as e:  # re-raised in the consumer's thread
-                self.error = e
-            finally:
-                self._q.put(self._DONE)
-
-        threading.Thread(target=work, name="kb-ask", daemon=True).start()
-
-    def pieces(self) -> Iterator[str]:
-        while (item := self._q.get()) is not self._DONE:
-            yield item
-        if self.error is not None:
-            raise self.error
-
-
-def _stats_line(live: LiveKb) -> str:
-    s = live.get().stats()
-    emb = s["embedder"].get("id", "?") if isinstance(s["embedder"], dict) else s["embedder"]
-    llm = live.kb.settings.llm.model or "extractive"
-    return (
-        f"{s['entries']} entries / 条目 (zh {s['languages']['zh']}, en {s['languages']['en']}) · "
-        f"embedder `{emb}` · answers: `{llm}` · built {s['built_at']} · "
-        "API: `POST /api/ask`, `POST /api/search`, `GET /api/health`"
-    )
-
-
-def _respond(live: LiveKb, message: str, chat: list, history: list, lang_choice: str, on_answer=None):
-    """One chat turn: the question at once, the answer as it streams, then the final answer.
-    on_answer(index, question, answer or None) is told what the answer at chat[index] showed
-    (the feedback form needs it: kb/doors/web/feedback.py)."""
+def _conversation(i18n, feedback: bool):
     import gradio as gr
 
-    if not message or not message.strip():
-        yield gr.skip(), gr.skip(), gr.skip()
-        return
-    kb = live.get()
-    lang = None if lang_choice == "auto" else lang_choice
-    shown_lang = reader_language(message, lang)
-    chat = [
-        *chat,
-        {"role": "user", "content": render_user(message, shown_lang)},
-        {"role": "assistant", "content": f"*{UI[shown_lang]['thinking']}*"},
-    ]
-    yield "", chat, history
-    if on_answer is not None:
-        on_answer(len(chat) - 1, message, None)  # nothing to rate there until the answer stands
-    text, last = "", 0.0
-    try:
-        stream = _Stream(kb, message, lang, [tuple(t) for t in history])
-        for piece in stream.pieces():
-            text += piece
-            if time.monotonic() - last >= STREAM_MIN_INTERVAL_S:
-                last = time.monotonic()
-                chat[-1] = {"role": "assistant", "content": escape_md_html(text) + " ▌"}
-                yield gr.skip(), chat, gr.skip()
-        answer = stream.answer
-        assert answer is not None
-        chat[-1] = {
-            "role": "assistant",
-            "content": render_answer(answer, kb.settings.docs_base_url, kb.entry),
-        }
-        history = [*history, ("user", message), ("assistant", answer.text)]
-        if on_answer is not None:
-            on_answer(len(chat) - 1, message, answer)
-    except KbError as e:  # too large, empty, ...: the message says what to do
-        chat[-1] = {"role": "assistant", "content": f"⚠ {escape_md_html(str(e))}"}
-    except Exception as e:
-        log.exception("kb serve: chat request failed")
-        chat[-1] = {
-            "role": "assistant",
-            "content": "⚠ " + UI[shown_lang]["error"].format(kind=type(e).__name__),
-        }
-    yield "", chat, history
-
-
-def _inputs(i18n, feedback: bool = False):
-    """The chat column: the answers, the paste box, the language choice, the buttons, the examples."""
-    import gradio as gr
-
-    chat = gr.Chatbot(
+    return gr.Chatbot(
         label=i18n("chat"),
         show_label=False,
-        height="62vh",  # the answer, its commands and sources without much scrolling
-        min_height=420,
+        height="calc(100dvh - 300px)",  # the box stays in view under it (assets.py adjusts for phones)
+        min_height=280,
         elem_id="kb-chat",
         buttons=["copy"],
         feedback_options=("Like", "Dislike") if feedback else None,  # kb/doors/web/feedback.py
         sanitize_html=True,
         line_breaks=True,
+        autoscroll=False,  # the page's script scrolls a new answer to its start, not to its end
+        placeholder=WELCOME,
+        examples=[{"text": text, "display_text": label} for label, text in EXAMPLES],
     )
+
+
+def _inputs(i18n):
+    """The box pinned under the conversation, the language choice, Send/Stop, the hint line."""
+    import gradio as gr
+
     box = gr.Textbox(
         label=i18n("paste"),
+        show_label=False,
         placeholder=i18n("placeholder"),
-        lines=5,
-        max_lines=14,
-        max_length=None,  # no cap: a 5,000-line log must fit (the server limit is bytes)
+        lines=3,
+        max_lines=10,
+        max_length=None,  # no cap: a 20 MB log is accepted (page_script.py and turns.fit_paste)
         elem_id="kb-query",
         autofocus=True,
     )
-    with gr.Row():
-        lang = gr.Radio(LANG_CHOICES, value="auto", label=i18n("lang"), scale=3, elem_id="kb-lang")
+    with gr.Row(elem_id="kb-controls"):
+        lang = gr.Radio(
+            LANG_CHOICES, value="auto", label=i18n("lang"), show_label=False, scale=3, elem_id="kb-lang"
+        )
         send = gr.Button(i18n("send"), variant="primary", scale=1, elem_id="kb-send")
-        clear = gr.Button(i18n("clear"), variant="secondary", scale=1, elem_id="kb-clear")
-    examples = gr.Dataset(
-        components=[gr.Textbox(visible=False)],
-        samples=[[text] for _, text in EXAMPLES],
-        sample_labels=[label for label, _ in EXAMPLES],
-        label=i18n("examples"),
-        elem_id="kb-examples",
-    )
-    return chat, box, lang, send, clear, examples
+        stop = gr.Button(i18n("stop"), variant="stop", scale=1, elem_id="kb-stop", visible=False)
+    hint = gr.HTML('<p id="kb-hint-text" aria-live="polite"></p>', elem_id="kb-hint", padding=False)
+    return box, lang, send, stop, hint
 
 
-def build_ui(live: LiveKb):
+def build_ui(live: LiveKb, secret: str | None = None):
     import gradio as gr
 
     from ...feedback import open_store
@@ -163,32 +77,95 @@ def build_ui(live: LiveKb):
 
     i18n = gr.I18n(**I18N)
     store = open_store(live.kb.settings)
-
-    def respond(message: str, chat: list, history: list, lang_choice: str, turns: dict):
-        on_answer = None if store is None else partial(remember, live, store, turns)
-        yield from _respond(live, message, chat, history, lang_choice, on_answer)
-
-    with gr.Blocks(title="kb · distributed-training errors / 分布式训练报错") as demo:
-        history = gr.State([])  # (role, raw text) per turn, for follow-ups
-        turns = gr.State({})  # what each answer showed, for its vote (kb/doors/web/feedback.py)
-        gr.Markdown(f"## {i18n('title')}", elem_id="kb-title")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3, min_width=420):
-                chat, box, lang, send, clear, examples = _inputs(i18n, feedback=store is not None)
+    with gr.Blocks(title=TITLE) as demo:
+        history = gr.State([])  # [role, text] per turn, for follow-ups
+        cleared = gr.State({})  # the conversation a New chat put aside, for Undo
+        rated = gr.State({})  # what each answer showed, for its vote (kb/doors/web/feedback.py)
+        saved = gr.BrowserState({"chat": [], "history": []}, storage_key="kb-chat", secret=secret)
+        with gr.Row(elem_id="kb-top"):
+            gr.HTML(HEADER_HTML, padding=False, scale=5)
+            new = gr.Button(i18n("new_chat"), size="sm", scale=0, min_width=110, elem_id="kb-new")
+        undo = gr.Button(i18n("undo"), size="sm", visible=False, elem_id="kb-undo")
+        with gr.Row(equal_height=False, elem_id="kb-main"):
+            with gr.Column(scale=3, min_width=360):
+                chat = _conversation(i18n, feedback=store is not None)
+                box, lang, send, stop, _hint = _inputs(i18n)
                 if store is not None:
-                    add_chat_feedback(live, store, chat, turns)
+                    add_chat_feedback(live, store, chat, rated)
             with gr.Column(scale=2, min_width=320, elem_id="kb-side"):
-                gr.HTML(PANEL_HTML, elem_id="kb-panel", js_on_load=None)
-        gr.Markdown(lambda: _stats_line(live), elem_id="kb-stats")
-
-        io = {"inputs": [box, chat, history, lang, turns], "outputs": [box, chat, history]}
-        send.click(respond, **io, concurrency_limit=CONCURRENT_ANSWERS)
-        box.submit(respond, **io, concurrency_limit=CONCURRENT_ANSWERS)
-        examples.click(lambda sample: sample[0], examples, box, queue=False).then(
-            respond, **io, concurrency_limit=CONCURRENT_ANSWERS
-        )
-        clear.click(lambda: ("", [], []), None, [box, chat, history], queue=False)
+                gr.HTML(PANEL_HTML, elem_id="kb-panel", padding=False)
+        # on_answer(rated, index, query, answer): what each answer showed, for its vote
+        on_answer = None if store is None else partial(remember, live, store)
+        _wire(live, demo, chat, box, lang, send, stop, new, undo, history, cleared, saved, rated, on_answer)
     return demo, i18n
+
+
+def _wire(
+    live, demo, chat, box, lang, send, stop, new, undo, history, cleared, saved, rated, on_answer
+) -> None:
+    """The events: ask (Send, Enter, an example chip), Stop, the same answer again (language
+    switch, regenerate), New chat and Undo, and the conversation restored on load."""
+    import gradio as gr
+
+    outputs = [box, chat, history, saved, send, stop, undo]
+    ask = {
+        "inputs": [box, chat, history, lang, rated],
+        "outputs": outputs,
+        "concurrency_limit": CONCURRENT_ANSWERS,
+    }
+
+    def hook(rated_v):
+        return None if on_answer is None else partial(on_answer, rated_v)
+
+    def respond(message, chat_v, history_v, lang_v, rated_v):
+        yield from turns.respond(live, message, chat_v, history_v, lang_v, hook(rated_v))
+
+    def again(chat_v, history_v, lang_v, rated_v):
+        yield from turns.again(live, chat_v, history_v, lang_v, hook(rated_v))
+
+    def example(evt):
+        return evt.value["text"] if isinstance(evt.value, dict) else str(evt.value)
+
+    # Gradio passes the chip's data by this annotation; under `from __future__ import annotations`
+    # it would be the string "gr.SelectData", which Gradio cannot resolve (gr is imported here).
+    example.__annotations__ = {"evt": gr.SelectData}
+
+    asking = [
+        send.click(respond, **ask),
+        box.submit(respond, **ask),
+        chat.example_select(example, None, box, queue=False).then(respond, **ask),
+    ]
+    redo = {
+        "inputs": [chat, history, lang, rated],
+        "outputs": outputs,
+        "concurrency_limit": CONCURRENT_ANSWERS,
+    }
+    asking += [lang.change(again, **redo), chat.retry(again, **redo)]
+    stop.click(turns.stopped, chat, outputs, cancels=asking, queue=False)
+    new.click(turns.new_chat, [chat, history], [*outputs, cleared], queue=False)
+    chat.clear(turns.new_chat, [chat, history], [*outputs, cleared], queue=False)
+    undo.click(turns.undo_new_chat, cleared, outputs, queue=False)
+    demo.load(turns.restore, saved, [chat, history], queue=False)
+
+
+def _browser_secret(live: LiveKb) -> str | None:
+    """The key the conversation is kept in the browser with, the same across restarts (a new
+    key would make every kept conversation unreadable); None: a key for this run only."""
+    import secrets
+
+    from ...config import home_dir
+
+    path = home_dir(live.kb.settings) / "chat-secret"
+    try:
+        if path.exists():
+            return path.read_text().strip() or None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def mount_chat(app, live: LiveKb) -> None:
@@ -199,17 +176,17 @@ def mount_chat(app, live: LiveKb) -> None:
     import gradio as gr
 
     _no_uploads(app)
-    demo, i18n = build_ui(live)
+    demo, i18n = build_ui(live, _browser_secret(live))
     gr.mount_gradio_app(
         app,
         demo,
         path="/",
         css=PAGE_CSS,
-        head=PAGE_HEAD,
+        head=page_head(UI["en"]["busy"] + " · " + UI["zh"]["busy"]),
         i18n=i18n,
         # System fonts: the default themes fetch web fonts, which an offline install cannot reach.
         theme=gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]),
-        footer_links=["settings"],
+        footer_links=[],  # Gradio's settings and API pages are for developers; About has what they need
         run_history=False,
         ssr_mode=False,
         show_error=False,

@@ -4,7 +4,7 @@ asking what was wrong and which entry was right. Votes go to the store every doo
 
 What each answer showed is remembered per browser session in a gr.State dict (`turns`: the
 answer's index in the chat -> the question, its language, the match strength and entries, the
-index generation and, once stored, its row). `_respond` in chat.py fills it through
+index generation and, once stored, its row). `respond` and `again` in turns.py fill it through
 `on_answer`; the vote reads it. The dict is changed in place: Gradio keeps a State's object
 for the session and hands the same object to every event, so the chat's answer event need not
 list it among its outputs. A "no match" answer is stored at once (it is the unanswered queue);

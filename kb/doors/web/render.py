@@ -103,14 +103,20 @@ def html_page(title: str, body: str) -> str:
 UI = {
     "en": {
         "thinking": "Searching the knowledge base…",
-        "log_shown": "{n}-line log (the last {k} lines shown; all of it was searched)",
-        "no_match_title": "No match",
+        "log_shown": "{n}-line log (the last {k} lines shown)",
+        "copy_log": "copy all {n} lines",
+        "share": "Link to this answer",
+        "stopped": "Stopped.",
+        "busy": "An answer is still coming: press Stop, or send again when it ends. Your text stays here.",
         "error": "Something went wrong on the server ({kind}). Try again; if it persists, check the server log.",
     },
     "zh": {
         "thinking": "正在检索知识库…",
-        "log_shown": "{n} 行日志（仅显示最后 {k} 行；已检索全部内容）",
-        "no_match_title": "没有匹配",
+        "log_shown": "{n} 行日志（显示最后 {k} 行）",
+        "copy_log": "复制全部 {n} 行",
+        "share": "本回答的链接",
+        "stopped": "已停止。",
+        "busy": "回答还在生成：可以按“停止”，或等它结束后再发送。你输入的内容会保留。",
         "error": "服务器出错（{kind}）。请重试；如果仍然出错，请查看服务器日志。",
     },
 }
@@ -239,19 +245,52 @@ def _ref_line(r: Ref, label: str) -> str:
     return f"- {entry_link(r.entry, label)} · `{r.location}`"
 
 
-def render_answer(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> str:
-    """The chat's markdown for an answer, as kb/present.py decides what it shows."""
+BADGE = {"match": "✓", "weak": "≈", "none": "✗"}
+SHARE_QUERY_BYTES = 4000  # a link to an answer carries the question, or the key part of a log
+
+
+def _head(p) -> list[str]:
+    """How strong the match is, the entry's title as the answer's heading, and the quoted line
+    of the paste that matched (kb/present.py decides them)."""
+    out = [f"**{BADGE[p.strength]} {escape_md_html(p.strength_label)}**"]
+    if p.headline is not None:
+        out.append(f"## {entry_link(p.headline.entry)}")
+    if p.warning:
+        out.append(f"> ⚠ {escape_md_html(p.warning)}")
+    if p.matched_line:
+        out.append(f"{escape_md_html(p.labels['matched_line'])}: {_inline_code(p.matched_line)}")
+    return out
+
+
+def share_link(query: str, lang: str | None, label: str) -> str:
+    """A link that asks the question again (`#ask=`): the page's script copies it. The question
+    stays in the fragment, never sent to a server or written to its log."""
+    from urllib.parse import quote
+
+    from ...query import excerpt
+
+    q = excerpt(query, SHARE_QUERY_BYTES).text
+    lang_part = f"&lang={lang}" if lang in ("zh", "en") else ""
+    return f"[{escape_md_html(label)}](#ask={quote(q, safe='')}{lang_part})"
+
+
+def render_answer(
+    answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None, share: str = ""
+) -> str:
+    """The chat's markdown for an answer, as kb/present.py decides what it shows; `share` is a
+    link to the answer (share_link), shown last."""
     p = present(answer, docs_base_url, lookup)
-    labels, ui = p.labels, UI[p.lang]
+    labels = p.labels
     out: list[str] = []
     if p.notice:
         out.append(f"> ℹ {escape_md_html(p.notice)}")
+    out += _head(p)
     if p.no_match:
-        out.append(f"**{ui['no_match_title']}** · {escape_md_html(p.text)}")
+        out.append(escape_md_html(p.text))
         if p.suggestions:
             out.append(labels["suggest"])
             out.append("\n".join(_ref_line(r, r.title) for r in p.suggestions))
-        return "\n\n".join(out)
+        return "\n\n".join([*out, share] if share else out)
     out.append(_label_destructive_fences(link_citations(escape_md_html(p.text), answer), p.caution))
     if p.commands:
         out.append(f"**{labels['commands']}**")
@@ -265,13 +304,24 @@ def render_answer(answer: Answer, docs_base_url: str = "", lookup: Lookup | None
         if p.other_language is not None:
             lines.append(_ref_line(p.other_language, f"{labels['other_lang']}: {p.other_language.title}"))
         out.append("\n".join(lines))
-    return "\n\n".join(out)
+    return "\n\n".join([*out, share] if share else out)
 
 
-def render_user(message: str, lang: str) -> str:
-    """A pasted log is shown by its last lines (where the error usually is); a question as text."""
+def utf16_length(text: str) -> int:
+    """The length the page's script sees (JavaScript strings count UTF-16 units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def render_user(message: str, lang: str, kept: str = "") -> str:
+    """A pasted log is shown by its last lines (where the error usually is), with a link that
+    copies all of it (the page's script keeps the paste, keyed by its length); a question as
+    text. `kept`: what was searched of a paste over the query limit."""
     lines = message.rstrip("\n").split("\n")
     if len(lines) <= LOG_PREVIEW_LINES:
-        return code_block(message.rstrip("\n"), "text") if len(lines) > 1 else escape_md_html(message)
-    note = UI[lang]["log_shown"].format(n=len(lines), k=LOG_PREVIEW_LINES)
-    return f"*{note}*\n\n" + code_block("\n".join(lines[-LOG_PREVIEW_LINES:]), "text")
+        shown = code_block(message.rstrip("\n"), "text") if len(lines) > 1 else escape_md_html(message)
+        return f"*{escape_md_html(kept)}*\n\n{shown}" if kept else shown
+    ui = UI[lang]
+    note = ui["log_shown"].format(n=len(lines), k=LOG_PREVIEW_LINES)
+    copy = f"[{ui['copy_log'].format(n=len(lines))}](#kb-log-{utf16_length(message)})"
+    head = f"*{note}* · {copy}" + (f"\n\n*{escape_md_html(kept)}*" if kept else "")
+    return head + "\n\n" + code_block("\n".join(lines[-LOG_PREVIEW_LINES:]), "text")

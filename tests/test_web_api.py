@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import HCCL_LINE, NCCL_LINE, call, kb_server, training_log
+from helpers import HCCL_LINE, NCCL_LINE, call, kb_server, scores_rounded, training_log
 
 pytestmark = pytest.mark.slow
 
@@ -58,23 +58,12 @@ def test_health_reports_index_stats(server, live_index):
     assert body["embedder"] == manifest["embedder"] and body["built_at"] == manifest["built_at"]
 
 
-def _scores_rounded(value, places: int = 4):
-    """The JSON with its floats rounded. One text embedded in batches of different sizes can differ
-    in its last bits (BLAS blocks a product by its shape), and each process's query-vector cache
-    keeps whichever came first: seen in full runs as 23.39559 vs 23.395591."""
-    if isinstance(value, dict):
-        return {k: _scores_rounded(v, places) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scores_rounded(v, places) for v in value]
-    return round(value, places) if isinstance(value, float) else value
-
-
 def test_search_matches_search_json(server, seeds_kb):
     from kb.schema import search_json
 
     status, body, _ = call(server, "POST", "/api/search", {"query": HCCL_LINE, "k": 3})
     assert status == 200
-    assert _scores_rounded(body) == _scores_rounded(search_json(seeds_kb.search(HCCL_LINE, k=3)))
+    assert scores_rounded(body) == scores_rounded(search_json(seeds_kb.search(HCCL_LINE, k=3)))
     assert HCCL_LINE in body["hits"][0]["title"] and not body["no_match"]
 
 
@@ -86,7 +75,7 @@ def test_ask_noisy_log_matches_ask_json(server, seeds_kb):
     )
     status, body, _ = call(server, "POST", "/api/ask", {"query": log})
     assert status == 200
-    assert _scores_rounded(body) == _scores_rounded(ask_json(seeds_kb.ask(log)))
+    assert scores_rounded(body) == scores_rounded(ask_json(seeds_kb.ask(log)))
     assert body["citations"][0]["title"] == "NCCL error(2)"
     assert body["citations"][0]["doc"].startswith("002_") and body["mode"] == "extractive"
 

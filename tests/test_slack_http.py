@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.error
+from contextlib import contextmanager
 from urllib.parse import urlencode
 
 import pytest
@@ -78,9 +79,31 @@ def test_refused_body_closes_the_connection(bot, stub, head):
     assert stub.calls == []
 
 
+@contextmanager
+def _serving(web, bot):
+    """`web` served by uvicorn in a thread on a free port of 127.0.0.1 (its base URL); on exit the
+    server stops and the bot's workers are closed."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(web, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        bot.close()
+
+
 def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch):
     fastapi = pytest.importorskip("fastapi")
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     from kb.doors.slack.events import mount
     from kb.errors import KbError
 
@@ -91,16 +114,8 @@ def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
     web = fastapi.FastAPI()
     bot = mount(web, seeds_kb, client=slack_client(stub))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(web, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/slack/events"
+    with _serving(web, bot) as base:
+        url = base + "/slack/events"
         stub.reset()
         status, body, _ = signed_post(
             url, json.dumps({"type": "url_verification", "challenge": "c-123"}), "application/json"
@@ -131,10 +146,6 @@ def test_mount_serves_http_mode_inside_a_fastapi_app(stub, seeds_kb, monkeypatch
         [post] = stub.wait_for("chat.postMessage")
         assert bot.wait_idle(30)
         assert post.params["thread_ts"] == event["ts"] and "NCCL error(2)" in reply_text(post)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        bot.close()
 
 
 def _kb_slack(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -272,30 +283,18 @@ def test_validly_signed_malformed_bodies_get_400_and_the_server_stays_up(bot, st
 def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeypatch):
     """`kb serve --slack` answered them with a 500."""
     fastapi = pytest.importorskip("fastapi")
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     from kb.doors.slack.events import mount
 
     monkeypatch.setenv("SLACK_BOT_TOKEN", stub.token)
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
     web = fastapi.FastAPI()
     bot = mount(web, seeds_kb, client=slack_client(stub))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(web, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 20
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/slack/events"
+    with _serving(web, bot) as base:
+        url = base + "/slack/events"
         for body, ctype in MALFORMED_BODIES:
             status, text, _ = signed_post(url, body, ctype)
             assert status == 400 and "malformed request body" in text, (body, status, text)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        bot.close()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ Milvus only counts them. The features' idf comes from our vocabulary (the same n
 FAISS store), and so do the entries' facts and terms (index/facts.py: computed at build, read at
 search), so the features and the no-match gate are the same code over both stores; the BM25 scores come from Milvus (same formula, k1=1.2, b=0.75; Milvus weighs a
 repeated query term by its count, so a term seen c times is sent round(1 + ln c) times, our
-weight). Milvus Lite keeps BM25 statistics per segment (its own TODO): a collection written in one
+weight). Milvus Lite keeps BM25 statistics per segment (a limit of Milvus Lite, not ours): a collection written in one
 batch is one segment here, a server merges them.
 
 pymilvus is imported inside functions: the FAISS default never loads it.

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -71,14 +72,10 @@ QUEUE_WHERE = "(vote = 'down' OR (match = 'none' AND vote IS NULL))"
 
 # -- what an answer showed --------------------------------------------------------------------
 def entry_ref(e: Entry) -> dict:
-    return {
-        "entry_id": e.id,
-        "doc": e.doc,
-        "start_line": e.start_line,
-        "end_line": e.end_line,
-        "title": e.title,
-        "lang": e.lang,
-    }
+    """What a vote keeps of an entry: where it is (kb/schema.py) and its language."""
+    from .schema import entry_ref as where  # here: kb/schema.py imports index.search (numpy)
+
+    return {**where(e), "lang": e.lang}
 
 
 @dataclass(frozen=True)
@@ -186,6 +183,7 @@ class FeedbackStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._ready = False
+        self._init_lock = threading.Lock()
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -193,15 +191,22 @@ class FeedbackStore:
         try:
             if not self._ready:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10.0)
+            # IMMEDIATE: a write takes the write lock when its transaction begins, waiting up to
+            # the timeout; a deferred one that read first can fail at once in WAL mode when
+            # another writer committed meanwhile.
+            db = sqlite3.connect(self.path, timeout=10.0, isolation_level="IMMEDIATE")
         except (OSError, sqlite3.Error) as e:
             raise KbError(f"cannot open the feedback store {self.path}: {e}") from e
         try:
             db.row_factory = sqlite3.Row
             if not self._ready:
-                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
-                db.executescript(_SCHEMA)
-                self._ready = True
+                # One thread at a time sets the file up: eight threads on a new file failed with
+                # "database is locked" in PRAGMA journal_mode=WAL (a lost row, on a loaded machine).
+                with self._init_lock:
+                    if not self._ready:
+                        db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+                        db.executescript(_SCHEMA)
+                        self._ready = True
             with db:  # one transaction
                 yield db
         except sqlite3.Error as e:

@@ -9,9 +9,8 @@ from ingest.entry import Entry
 from .answer import Answer
 
 
-def _ref(e: Entry | None) -> dict | None:
-    if e is None:
-        return None
+def entry_ref(e: Entry) -> dict:
+    """Where an entry is: its id, document, lines and title."""
     return {
         "entry_id": e.id,
         "doc": e.doc,
@@ -19,6 +18,10 @@ def _ref(e: Entry | None) -> dict | None:
         "end_line": e.end_line,
         "title": e.title,
     }
+
+
+def _ref(e: Entry | None) -> dict | None:
+    return None if e is None else entry_ref(e)
 
 
 def hit_json(h: Hit) -> dict:

@@ -109,7 +109,15 @@ def launch(
     # exiting through SystemExit (not the default handler's instant death) runs the atexit
     # clean-up, e.g. of Gradio's private temp folder.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Ctrl+C likewise, by our own handler: with Python's default one in place, asyncio.run puts
+    # its own in front, which only cancels the server's task; when uvicorn raises the signal
+    # again as it finishes, that cancel can come too late and the process exits 0, not 130.
+    signal.signal(signal.SIGINT, _interrupted)
     uvicorn.Server(config(app, host, sock.getsockname()[1])).run(sockets=[sock])
+
+
+def _interrupted(*_) -> None:
+    raise KeyboardInterrupt
 
 
 class Served:

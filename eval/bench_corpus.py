@@ -308,3 +308,64 @@ def log_error_lines(n: int = 6) -> list[list[str]]:
     rng = random.Random(7)
     picks = rng.sample(sigs, min(n, len(sigs)))
     return [[p] for p in picks]
+
+
+# A 60-line issue post (our own template): what people paste into the chat more often than a
+# whole log. The question is in the first lines, the error at the end, noise in between.
+_POST_HEAD = (
+    "[Bug] two-node job stops at init, rank {r} on node {a}",
+    "",
+    "### Describe the problem",
+    "Training works on one machine with {w} cards; with two machines it stops during start-up.",
+    "What setting is missing? I tried twice, the second time after a reboot.",
+    "",
+    "### Environment",
+)
+_POST_ENV = (
+    "- OS: Ubuntu 22.04, kernel 5.15.0-{n1}",
+    "- Python 3.10.{e}, driver 535.{n1}, CUDA 12.{e}",
+    "- torch 2.{e}.{r}, deepspeed 0.14.{r}, accelerate 0.{n1}.0",
+    "| GPU {r}  A100-SXM4-80GB   On | 00000000:{a:02X}:00.0 Off |   {n1}MiB / 81920MiB |",
+    "numpy                    1.26.{e}",
+    "transformers             4.{n1}.0",
+    "  master_port: {p}",
+    "  gradient_accumulation_steps: {e}",
+    "  mixed_precision: bf16",
+)
+
+
+def make_post(i: int, run: int, error_lines: list[str]) -> str:
+    """A 60-line post: title, question, environment and config dump, traceback, error_lines last."""
+    rng = random.Random(f"post-{i}-{run}")
+
+    def fields() -> dict:
+        return {
+            "r": rng.randint(0, 7),
+            "w": 8,
+            "a": rng.randint(1, 254),
+            "n1": rng.randint(20, 900),
+            "e": rng.randint(0, 9),
+            "p": rng.randint(20000, 40000),
+        }
+
+    lines = [t.format(**fields()) for t in _POST_HEAD]
+    tail = ["", "### Error", "```", "Traceback (most recent call last):"]
+    tail += [
+        f'  File "/home/user/run{run}/train.py", line {rng.randint(20, 900)}, in main',
+        "    trainer.train()",
+    ]
+    tail += error_lines + ["```"]
+    while len(lines) < 60 - len(tail):
+        lines.append(_POST_ENV[len(lines) % len(_POST_ENV)].format(**fields()))
+    return "\n".join(lines + tail)
+
+
+QUERY_KINDS = ("short", "post", "log")
+
+
+def timed_queries(run: int) -> list[tuple[str, str]]:
+    """(kind, text) of every timed query: short questions, 60-line posts, 200-line logs."""
+    errors = log_error_lines()
+    batch = [("short", q) for q in SHORT_QUERIES]
+    batch += [("post", make_post(i, run, lines)) for i, lines in enumerate(errors)]
+    return batch + [("log", make_log(i, run, lines)) for i, lines in enumerate(errors)]

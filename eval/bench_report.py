@@ -31,7 +31,7 @@ def _langchain_rows(report: dict) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     for s in report["sizes"]:
         if "langchain" in s:
-            for kind in ("short", "log"):
+            for kind in [k for k in ("short", "post", "log") if k in s["search"]]:
                 ours = s["search"][kind]["median_ms"]
                 lc = s["langchain"]["search"]
                 ratios = [lc[kind]["median_ms"] / ours]
@@ -170,7 +170,9 @@ def _search_section(r: dict) -> list[str]:
         se = s["search"]
         rec = se.get("recall")
         rec_s = f"{rec['rows_at_10']:.3f} / {rec['entries_at_10']:.3f}" if rec else "exact"
-        for kind, label in (("short", "short question"), ("log", "200-line log")):
+        for kind, label in (("short", "short question"), ("post", "60-line post"), ("log", "200-line log")):
+            if kind not in se:  # results written before 60-line posts were timed
+                continue
             k = se[kind]
             b = k["breakdown_median_ms"]
             out.append(

@@ -11,7 +11,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench_corpus import SHORT_QUERIES, log_error_lines, make_log
+from bench_corpus import QUERY_KINDS, SHORT_QUERIES, log_error_lines, make_log, timed_queries
 
 from evaluation.stats import percentile
 
@@ -88,11 +88,9 @@ def _timed_searches(kb, stopwatch, runs: int) -> dict[str, list[dict]]:
     """Every query of the set, `runs` times, each with an empty query-vector cache."""
     from index.search import forget_query_vectors
 
-    samples: dict[str, list[dict]] = {"short": [], "log": []}
+    samples: dict[str, list[dict]] = {kind: [] for kind in QUERY_KINDS}
     for run in range(runs):
-        batch = [("short", q) for q in SHORT_QUERIES]
-        batch += [("log", make_log(i, run + 1, lines)) for i, lines in enumerate(log_error_lines())]
-        for kind, q in batch:
+        for kind, q in timed_queries(run + 1):
             forget_query_vectors()
             stopwatch.reset()
             t = time.perf_counter()
@@ -116,7 +114,7 @@ def worker_search(index: str, runs: int, recall: bool) -> dict:
     t_open = time.perf_counter() - t0
     rss_open = _rss_mb()
     logs = [make_log(i, 0, lines) for i, lines in enumerate(log_error_lines())]
-    for q in (*SHORT_QUERIES, *logs):  # warm-up: lazy imports, jieba, per-index caches
+    for _, q in timed_queries(0):  # warm-up: lazy imports, jieba, per-index caches
         kb.search(q)
     load_before = os.getloadavg()[0]
     samples = _timed_searches(kb, stopwatch, runs)
@@ -128,8 +126,7 @@ def worker_search(index: str, runs: int, recall: bool) -> dict:
     out = {
         "open_seconds": t_open,
         "rss_after_open_mb": rss_open.get("vmrss_mb"),
-        "short": _summary(samples["short"]),
-        "log": _summary(samples["log"]),
+        **{kind: _summary(samples[kind]) for kind in QUERY_KINDS},
         "repeated_short_ms": 1000 * statistics.median(repeated),
         "index_kind": kb.index.vectors.kind,
         "rows": kb.index.vectors.size,
@@ -222,11 +219,9 @@ def worker_lc_build(corpus: str, folder: str) -> dict:
 
 
 def _lc_samples(store, runs: int) -> dict[str, list[dict]]:
-    samples: dict[str, list[dict]] = {"short": [], "log": []}
+    samples: dict[str, list[dict]] = {kind: [] for kind in QUERY_KINDS}
     for run in range(runs):
-        batch = [("short", q) for q in SHORT_QUERIES]
-        batch += [("log", make_log(i, run + 1, lines)) for i, lines in enumerate(log_error_lines())]
-        for kind, q in batch:
+        for kind, q in timed_queries(run + 1):
             t = time.perf_counter()
             store.similarity_search(q, k=5)
             samples[kind].append({"total": time.perf_counter() - t})
@@ -239,8 +234,7 @@ def worker_lc_search(folder: str, runs: int) -> dict:
 
     store = recipe.load(folder, _lc_embeddings())
     t_open = time.perf_counter() - t0
-    logs = [make_log(i, 0, lines) for i, lines in enumerate(log_error_lines())]
-    for q in (*SHORT_QUERIES, *logs):
+    for _, q in timed_queries(0):
         store.similarity_search(q, k=5)
     as_shipped = _lc_samples(store, runs)  # FAISS with its default OpenMP threads (one per core)
     import faiss
@@ -249,9 +243,8 @@ def worker_lc_search(folder: str, runs: int) -> dict:
     one_thread = _lc_samples(store, runs)
     return {
         "open_seconds": t_open,
-        "short": _summary(as_shipped["short"]),
-        "log": _summary(as_shipped["log"]),
-        "one_thread": {"short": _summary(one_thread["short"]), "log": _summary(one_thread["log"])},
+        **{kind: _summary(as_shipped[kind]) for kind in QUERY_KINDS},
+        "one_thread": {kind: _summary(one_thread[kind]) for kind in QUERY_KINDS},
         "vectors": int(store.index.ntotal),
         **_rss_mb(),
     }

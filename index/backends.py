@@ -59,6 +59,20 @@ def live_generation(store: StoreOptions, directory: Path) -> str | None:
     return (read_manifest(Path(directory)) or {}).get("generation")
 
 
+def live_manifest(store: StoreOptions, directory: Path) -> dict | None:
+    """The live index's manifest (its sources, generation, embedder), None when there is no
+    index yet: read from the Milvus generation the alias names, or from the FAISS folder."""
+    if store.milvus:
+        from .milvus_store import connect, live_collection, read_manifest
+
+        client = connect(store.milvus_options())
+        meta = live_collection(client, store.name)
+        return read_manifest(client, meta) if meta else None
+    from .store import read_manifest as read_files_manifest
+
+    return read_files_manifest(Path(directory))
+
+
 def has_index(store: StoreOptions, directory: Path) -> bool:
     if store.milvus:
         return live_generation(store, directory) is not None

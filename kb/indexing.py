@@ -244,6 +244,28 @@ def _outcome(stats, report, skipped: list[str], warnings: list[str], index: str)
     )
 
 
+def recorded_sources(index_dir: Path, settings: Settings) -> list[str]:
+    """`kb ingest` with no paths: the sources the live index was built from, in either store (a
+    Milvus index keeps its manifest in the store, not in a folder); else what to type instead."""
+    from index.backends import label, live_manifest
+
+    store = store_options(settings)
+    where = label(store, index_dir)
+    manifest = live_manifest(store, index_dir)  # an unreadable FAISS manifest raises its own KbError
+    if manifest is None:
+        raise KbError(
+            f"no index at {where} yet, so no sources to ingest again; give the folders or files "
+            "to build it from, e.g. `kb ingest docs/`"
+        )
+    sources = manifest.get("sources") or []
+    if not sources:
+        raise KbError(
+            f"the index at {where} records no sources (built by an older kb, or unreadable); give "
+            "the folders or files to ingest, e.g. `kb ingest docs/`"
+        )
+    return sources
+
+
 def resolve_index(settings: Settings, index: str | None = None) -> tuple[Path, bool]:
     """--index, else KB_INDEX / kb.toml (already merged into settings), else the bundled KB."""
     if index:

@@ -189,3 +189,49 @@ def test_the_settings_choose_the_milvus_store(tmp_path, monkeypatch):
     assert kb.reload_if_changed() is False
     ingest([str(bundled_docs())], tmp_path / "unused", settings, embedder=emb)
     assert kb.reload_if_changed() is True
+
+
+def _faq(folder, title: str, answer: str) -> None:
+    folder.write_text(f"# Cluster notes\n\n## Q: {title}\n\nA: {answer}\n", "utf-8")
+
+
+def test_kb_ingest_with_no_paths_reingests_the_milvus_index_sources(tmp_path, monkeypatch, capsys):
+    import json
+
+    import kb.indexing
+    from kb.doors.cli import main
+    from kb.indexing import recorded_sources
+
+    monkeypatch.setenv("KB_STORE_BACKEND", "milvus")
+    monkeypatch.setenv("KB_STORE_URI", str(tmp_path / "cli.db"))
+    monkeypatch.setenv("KB_STORE_NAME", "clitest")
+    monkeypatch.setenv("KB_HOME", str(tmp_path / "home"))
+    emb = FakeEmbedder()
+    monkeypatch.setattr(kb.indexing, "_OnDemandEmbedder", lambda settings: emb)
+    # No index yet: the error says what to type, and names the store.
+    assert main(["ingest"]) == 1
+    err = capsys.readouterr().err
+    assert "no index at milvus:" in err and "cli.db#clitest" in err and "kb ingest docs/" in err
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    _faq(docs / "gpu.md", "Why does the GPU driver fail to load?", "Reinstall the driver package.")
+    _faq(docs / "net.md", "Why is the NIC link down?", "Check the cable and the switch port.")
+    _faq(docs / "disk.md", "Why is the disk full?", "Remove old checkpoints from the scratch disk.")
+    assert main(["ingest", str(docs), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["entries"] == 3 and first["embedded"] > 0 and first["index"].startswith("milvus:")
+    assert recorded_sources(tmp_path / "unused", kb.indexing.load_settings()) == [str(docs.resolve())]
+
+    _faq(docs / "net.md", "Why does the zebra switch drop quux frames?", "Update the switch firmware.")
+    emb.documents.clear()
+    assert main(["ingest", "--json"]) == 0  # no paths: the sources recorded in the store
+    second = json.loads(capsys.readouterr().out)
+    assert second["entries"] == 3 and 1 <= second["embedded"] < first["embedded"]
+    assert second["reused"] > 0, second
+    # Only the edited entry's texts were embedded again.
+    assert len(emb.documents) == second["embedded"] and all("zebra" in t for t in emb.documents)
+    loaded = load(MilvusOptions(str(tmp_path / "cli.db"), name="clitest"), emb.id)
+    top = Searcher(loaded, emb).search("zebra switch drops quux frames")
+    assert (top.hits or top.suggestions)[0].entry.title == "Why does the zebra switch drop quux frames?"
+    assert not (tmp_path / "home").exists()  # nothing was written to a FAISS folder

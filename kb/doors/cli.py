@@ -36,20 +36,14 @@ def _open_kb(args, settings):
 
 
 def cmd_ingest(args, settings) -> int:
-    from index.store import read_manifest
-
-    from ..indexing import ingest, resolve_index
+    from ..indexing import ingest, recorded_sources, resolve_index
     from ..progress import ProgressBar
     from .terminal import check_index_folder
 
-    index_dir, bundled = resolve_index(settings)
-    paths = args.paths
-    if not paths:
-        # The sources are recorded in the manifest (an unreadable one raises its own KbError).
-        paths = (read_manifest(index_dir) or {}).get("sources", [])
-        if not paths:
-            raise SystemExit("kb ingest: give the folders or files to ingest, e.g. `kb ingest docs/`")
-    check_index_folder(index_dir)
+    index_dir, _ = resolve_index(settings)
+    paths = args.paths or recorded_sources(index_dir, settings)
+    if settings.store.backend != "milvus":  # a Milvus index uses no folder
+        check_index_folder(index_dir)
     outcome = ingest(
         paths,
         index_dir,

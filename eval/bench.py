@@ -56,7 +56,8 @@ for _p in (str(ROOT), str(HERE)):  # eval/ is scripts, not a package: the projec
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from bench_corpus import GENERATOR_VERSION, SHORT_QUERIES, make_corpus  # noqa: E402
+from bench_corpus import GENERATOR_VERSION, make_corpus  # noqa: E402
+from bench_queries import SHORT_QUERIES  # noqa: E402
 from bench_report import render_chart, render_markdown  # noqa: E402
 from bench_workers import WORKERS  # noqa: E402
 

@@ -150,7 +150,7 @@ def worker_build(store: str, n: int) -> dict:
 
 
 def worker_search(store: str, n: int, runs: int) -> dict:
-    from bench_corpus import SHORT_QUERIES, log_error_lines, make_log
+    from bench_queries import SHORT_QUERIES, log_error_lines, make_log
 
     from index.backends import load_index
     from index.search import Searcher

@@ -11,7 +11,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench_corpus import QUERY_KINDS, SHORT_QUERIES, log_error_lines, make_log, timed_queries
+from bench_queries import QUERY_KINDS, SHORT_QUERIES, log_error_lines, make_log, timed_queries
 
 from evaluation.stats import percentile
 

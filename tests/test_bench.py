@@ -18,6 +18,7 @@ def _load_bench():
 
 bench = _load_bench()
 import bench_corpus as corpus  # noqa: E402 - eval/ is on sys.path once bench.py is loaded
+import bench_queries as queries  # noqa: E402
 
 
 @needs_shared
@@ -49,25 +50,41 @@ def test_replicated_entries_are_new_entries_with_their_own_texts():
 
     base = [
         replace(entry("a/en/x.md", 1, 5, "Port 8080 in use"), body="Run `kill 4242` then retry on 10.0.0.1."),
-        replace(entry("a/zh/x.md", 1, 5, "端口被占用", lang="zh"), body="等待 30 秒后重试。", translation="a/en/x.md:1"),
+        replace(
+            entry("a/zh/x.md", 1, 5, "端口被占用", lang="zh"),
+            body="等待 30 秒后重试。",
+            translation="a/en/x.md:1",
+        ),
         replace(entry("a/en/y.md", 7, 9, "No numbers here"), body="Reinstall the driver."),
     ]
     out = corpus.replicated_entries(base, 8)
     assert len(out) == 8 and out[:3] == base
     assert len({e.id for e in out}) == 8 and len({e.title for e in out}) == 8
     copy = out[3]
-    assert copy.doc == "x01/a/en/x.md" and copy.title.startswith("Port 8087 in use") and "copy 1" in copy.title
-    assert copy.body == "Run `kill 4249` then retry on 17.7.7.8." and copy.content_hash != base[0].content_hash
+    assert (
+        copy.doc == "x01/a/en/x.md" and copy.title.startswith("Port 8087 in use") and "copy 1" in copy.title
+    )
+    assert (
+        copy.body == "Run `kill 4249` then retry on 17.7.7.8." and copy.content_hash != base[0].content_hash
+    )
     assert out[4].title.endswith("副本 1）") and out[4].translation is None
     assert [e.doc for e in out[6:]] == ["x02/a/en/x.md", "x02/a/zh/x.md"]  # cut at the size asked
     assert corpus.replicated_entries(base, 2) == base[:2]
 
 
 def test_logs_have_200_lines_and_end_in_the_error():
-    log = corpus.make_log(0, 1, ["RuntimeError: Device 8 call rtSetDevice failed, ret[107001]."])
+    log = queries.make_log(0, 1, ["RuntimeError: Device 8 call rtSetDevice failed, ret[107001]."])
     lines = log.split("\n")
     assert len(lines) == 200 and "rtSetDevice failed" in lines[-2]
-    assert corpus.make_log(0, 2, ["x"]) != corpus.make_log(0, 1, ["x"])  # runs vary the numbers
+    assert queries.make_log(0, 2, ["x"]) != queries.make_log(0, 1, ["x"])  # runs vary the numbers
+
+
+def test_posts_have_60_lines_a_question_first_and_the_error_last():
+    error = "RuntimeError: Device 8 call rtSetDevice failed, ret[107001]."
+    lines = queries.make_post(0, 1, [error]).split("\n")
+    assert len(lines) == 60 and lines[-2] == error and lines[-1] == "```"
+    assert lines[0].startswith("[Bug]") and any("?" in line for line in lines[:6])
+    assert queries.make_post(0, 2, ["x"]) != queries.make_post(0, 1, ["x"])  # runs vary the numbers
 
 
 @pytest.mark.slow
@@ -88,7 +105,7 @@ def test_tiny_benchmark_report(tmp_path, bundled_kb):
 
     search = size["search"]
     assert search["entries"] == ingest["entries"]
-    for kind, n in (("short", len(bench.SHORT_QUERIES)), ("log", 6)):
+    for kind, n in (("short", len(bench.SHORT_QUERIES)), ("post", 6), ("log", 6)):
         s = search[kind]
         assert s["n"] == n and 0 < s["median_ms"] <= s["p95_ms"]
         parts = s["breakdown_median_ms"]

@@ -49,15 +49,23 @@ def test_replicated_entries_are_new_entries_with_their_own_texts():
 
     base = [
         replace(entry("a/en/x.md", 1, 5, "Port 8080 in use"), body="Run `kill 4242` then retry on 10.0.0.1."),
-        replace(entry("a/zh/x.md", 1, 5, "端口被占用", lang="zh"), body="等待 30 秒后重试。", translation="a/en/x.md:1"),
+        replace(
+            entry("a/zh/x.md", 1, 5, "端口被占用", lang="zh"),
+            body="等待 30 秒后重试。",
+            translation="a/en/x.md:1",
+        ),
         replace(entry("a/en/y.md", 7, 9, "No numbers here"), body="Reinstall the driver."),
     ]
     out = corpus.replicated_entries(base, 8)
     assert len(out) == 8 and out[:3] == base
     assert len({e.id for e in out}) == 8 and len({e.title for e in out}) == 8
     copy = out[3]
-    assert copy.doc == "x01/a/en/x.md" and copy.title.startswith("Port 8087 in use") and "copy 1" in copy.title
-    assert copy.body == "Run `kill 4249` then retry on 17.7.7.8." and copy.content_hash != base[0].content_hash
+    assert (
+        copy.doc == "x01/a/en/x.md" and copy.title.startswith("Port 8087 in use") and "copy 1" in copy.title
+    )
+    assert (
+        copy.body == "Run `kill 4249` then retry on 17.7.7.8." and copy.content_hash != base[0].content_hash
+    )
     assert out[4].title.endswith("副本 1）") and out[4].translation is None
     assert [e.doc for e in out[6:]] == ["x02/a/en/x.md", "x02/a/zh/x.md"]  # cut at the size asked
     assert corpus.replicated_entries(base, 2) == base[:2]

@@ -13,10 +13,12 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -50,6 +52,33 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         raise AssertionError("no VmRSS")
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 15) -> None:
+    """Ask a server process to end (SIGTERM); kill it if it has not within `timeout_s`."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stderr_lines(proc: subprocess.Popen) -> list[str]:
+    """What `proc` writes to stderr (opened as text), collected by a thread as it comes."""
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    return lines
+
+
+def wait_for_line(proc: subprocess.Popen, lines: list[str], pattern: str, timeout_s: float) -> re.Match:
+    """The first match of `pattern` in what `proc` printed (see stderr_lines); fails with
+    everything it printed if it exits or `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while (found := re.search(pattern, "".join(lines))) is None:
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.05)
+    return found
 
 
 @contextmanager
@@ -87,12 +116,7 @@ def kb_serve(
             time.sleep(0.3)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def slack_http(bot, head_timeout_s: float | None = None):

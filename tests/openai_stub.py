@@ -97,6 +97,18 @@ class OpenAIStub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def kb_env(self, timeout_s: float) -> dict[str, str]:
+        """The settings that point a `kb` process at this stub (a dummy key in the environment,
+        no retries: a test sees the first failure)."""
+        return {
+            "KB_LLM_MODEL": "stub-model",
+            "KB_LLM_BASE_URL": self.base_url,
+            "KB_LLM_API_KEY_ENV": "KB_TEST_LLM_KEY",
+            "KB_TEST_LLM_KEY": "dummy-key",
+            "KB_LLM_TIMEOUT_S": f"{timeout_s:g}",
+            "KB_LLM_MAX_RETRIES": "0",
+        }
+
     def start(self) -> OpenAIStub:
         stub = self
 

@@ -12,15 +12,22 @@ from helpers import signed_post
 from slack_stub import BOT_ID, BOT_USER, TEAM
 
 
-def feedback_click(url: str, post, row_id: int, value: str, trigger_id: str | None = None):
-    """The `block_actions` request Slack sends when a feedback button is clicked."""
-    payload = {
-        "type": "block_actions",
+def _from_alice(kind: str, trigger_id: str) -> dict:
+    """The fields every interaction payload from our test user carries."""
+    return {
+        "type": kind,
         "team": {"id": TEAM, "domain": "test"},
         "user": {"id": "UALICE", "username": "alice", "team_id": TEAM},
         "api_app_id": "AKB",
         "token": "legacy",
-        "trigger_id": trigger_id or f"{time.time():.0f}.{uuid.uuid4().int % 10**6}.abc",
+        "trigger_id": trigger_id,
+    }
+
+
+def feedback_click(url: str, post, row_id: int, value: str, trigger_id: str | None = None):
+    """The `block_actions` request Slack sends when a feedback button is clicked."""
+    payload = {
+        **_from_alice("block_actions", trigger_id or f"{time.time():.0f}.{uuid.uuid4().int % 10**6}.abc"),
         "container": {"type": "message", "message_ts": post.response["ts"], "channel_id": "CGENERAL"},
         "channel": {"id": "CGENERAL", "name": "general"},
         "message": {"type": "message", "bot_id": BOT_ID, "user": BOT_USER, "ts": post.response["ts"]},
@@ -44,12 +51,7 @@ def feedback_click(url: str, post, row_id: int, value: str, trigger_id: str | No
 def view_submission(url: str, view: dict, values: dict):
     """The `view_submission` request Slack sends when the modal is sent."""
     payload = {
-        "type": "view_submission",
-        "team": {"id": TEAM, "domain": "test"},
-        "user": {"id": "UALICE", "username": "alice", "team_id": TEAM},
-        "api_app_id": "AKB",
-        "token": "legacy",
-        "trigger_id": "1.2.3",
+        **_from_alice("view_submission", "1.2.3"),
         "view": {
             **view,
             "id": "V1",

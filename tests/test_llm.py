@@ -269,14 +269,7 @@ def test_service_streams_a_verified_answer(stub, llm_kb):
 
 def _kb_env(stub: OpenAIStub) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_LLM_")}
-    env.update(
-        KB_LLM_MODEL="stub-model",
-        KB_LLM_BASE_URL=stub.base_url,
-        KB_LLM_API_KEY_ENV="KB_TEST_LLM_KEY",
-        KB_TEST_LLM_KEY="dummy-key",
-        KB_LLM_TIMEOUT_S="5",
-        KB_LLM_MAX_RETRIES="0",
-    )
+    env.update(stub.kb_env(timeout_s=5))
     return env
 
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import threading
-import time
 from contextlib import contextmanager
 
 import anyio
 import pytest
 from conftest import ROOT
-from helpers import NCCL_LINE, call, training_log
+from helpers import NCCL_LINE, call, stderr_lines, training_log, wait_for_line
 
 from kb.doors.host.live import LiveKb
 from kb.feedback import FeedbackStore
@@ -131,14 +128,9 @@ def kb_mcp_http(index, home):
     proc = subprocess.Popen(
         [sys.executable, "-m", "kb", *args], env=env, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    lines = stderr_lines(proc)
     try:
-        deadline = time.monotonic() + 120
-        while not any("streamable HTTP at" in ln for ln in lines):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        yield re.search(r"(http://\S+/mcp)", "".join(lines)).group(1)
+        yield wait_for_line(proc, lines, r"streamable HTTP at (http://\S+/mcp)", 120).group(1)
     finally:
         proc.terminate()
         proc.wait(30)

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from helpers import call, free_port, kb_serve
+from helpers import call, free_port, kb_serve, stop
 
 pytest.importorskip("pymilvus")
 pytestmark = pytest.mark.slow
@@ -66,12 +66,7 @@ def milvus_uri(tmp_path):
     port = free_port()
     server = _milvus_server(tmp_path / "milvus-data", port)
     yield f"http://127.0.0.1:{port}"
-    server.terminate()
-    try:
-        server.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop(server)
 
 
 def _compare_while(builder: threading.Thread, a: str, b: str, first: str) -> int:

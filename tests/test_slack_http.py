@@ -3,7 +3,6 @@ body limits, malformed bodies, slow and bursty clients, the mounted route, and t
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -16,7 +15,16 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import ROOT
-from helpers import SECRET, mention, post_event, reply_text, signed_post, slack_client
+from helpers import (
+    SECRET,
+    mention,
+    post_event,
+    reply_text,
+    signed_post,
+    slack_client,
+    stderr_lines,
+    wait_for_line,
+)
 from slack_stub import TEAM
 
 
@@ -194,14 +202,9 @@ def test_kb_slack_http_mode_end_to_end(stub, seeds_index):
         text=True,
         cwd=ROOT,
     )
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    lines = stderr_lines(proc)
     try:
-        deadline = time.monotonic() + 90
-        while not any("listening on" in ln for ln in lines):
-            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
-        url = re.search(r"listening on (\S+)", "".join(lines)).group(1)
+        url = wait_for_line(proc, lines, r"listening on (\S+)", 90).group(1)
         event = mention("ExternalError: Nccl error(2), unhandled system error")
         assert post_event(url, event)[0] == 200
         [post] = stub.wait_for("chat.postMessage")

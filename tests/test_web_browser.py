@@ -111,14 +111,7 @@ def llm_page_url(seeds_index, tmp_path_factory):
 
     with OpenAIStub() as stub:
         stub.script(Reply(LLM_REPLY, chunk_delay_s=0.06))  # about two seconds of trickling tokens
-        env = {
-            "KB_LLM_MODEL": "stub-model",
-            "KB_LLM_BASE_URL": stub.base_url,
-            "KB_LLM_API_KEY_ENV": "KB_TEST_LLM_KEY",
-            "KB_TEST_LLM_KEY": "dummy-key",
-            "KB_LLM_TIMEOUT_S": "20",
-            "KB_LLM_MAX_RETRIES": "0",
-        }
+        env = stub.kb_env(timeout_s=20)
         log = tmp_path_factory.mktemp("browser-llm-log") / "serve.log"
         with kb_server(seeds_index, log, env=env) as base:
             yield base + "/", stub

@@ -83,14 +83,7 @@ def llm_url(bundled_kb, tmp_path_factory):
 
     with OpenAIStub() as stub:
         stub.script(Reply(REPLY, chunk_delay_s=0.08))  # about ten seconds of trickling tokens
-        env = {
-            "KB_LLM_MODEL": "stub-model",
-            "KB_LLM_BASE_URL": stub.base_url,
-            "KB_LLM_API_KEY_ENV": "KB_TEST_LLM_KEY",
-            "KB_TEST_LLM_KEY": "dummy-key",
-            "KB_LLM_TIMEOUT_S": "60",
-            "KB_LLM_MAX_RETRIES": "0",
-        }
+        env = stub.kb_env(timeout_s=60)
         log = tmp_path_factory.mktemp("chat-llm-log") / "serve.log"
         with kb_server(bundled_kb.index_dir, log, env=env) as base:
             yield base + "/"

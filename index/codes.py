@@ -20,6 +20,7 @@ the error(5) entry stops winning an error(2) post.
 
 from __future__ import annotations
 
+import functools
 import re
 
 _NAMED = re.compile(
@@ -64,6 +65,15 @@ def error_codes(text: str) -> frozenset[str]:
         if m.group(1) != "0":
             found.add(f"exit_{m.group(1)}")
     return frozenset(found)
+
+
+@functools.lru_cache(maxsize=512)
+def entry_codes(title: str, body: str) -> frozenset[str]:
+    """The codes of an entry. A build asks twice per entry, for its BM25 terms (index/views.py)
+    and then for its facts (index/facts.py), a document's entries at a time. Measured on 583
+    benchmark-corpus entries (loaded machine): the regexes take 1.5 ms an entry, and the stage
+    went from 6.6 to 4.8 ms an entry once they ran once."""
+    return error_codes(title + "\n" + body)
 
 
 def code_name(code: str) -> str | None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ingest.entry import Entry
 
-from .codes import error_codes
+from .codes import entry_codes
 from .evidence import informative
 from .text import clean_line, tokenize
 
@@ -61,7 +61,7 @@ def facts_blob(entry: Entry) -> bytes:
         tokens = informative(tokenize(clean_line(s)[:SIGNATURE_CHARS]))
         if len(tokens) >= MIN_SIGNATURE_TOKENS:
             sigs.append([k, sorted(tokens)])
-    codes = sorted(error_codes(entry.title + "\n" + entry.body))
+    codes = sorted(entry_codes(entry.title, entry.body))
     row = [sorted(title_tokens(entry)), codes, sigs, *entry_shape(entry)]
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 

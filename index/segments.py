@@ -135,15 +135,16 @@ def write_segment(tmp: Path, n: int, chunk: Chunk, kind: str, threads: int) -> S
 
 
 def write_npy(path: Path, n: int, chunk: Chunk) -> None:
-    """n float32 rows as a .npy file, WRITE_CHUNK rows at a time. Plain writes, not a writable
-    memory map: on a full disk a write raises ENOSPC, a store through a map kills the process."""
-    first = np.ascontiguousarray(chunk(0, min(n, WRITE_CHUNK)), dtype=np.float32)
-    header = {"descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False}
+    """n float32 rows (n > 0) as a .npy file, WRITE_CHUNK rows at a time. Plain writes, not a
+    writable memory map: on a full disk a write raises ENOSPC, a store through a map kills the
+    process. The header needs the rows' width, which the first chunk gives."""
     with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, {**header, "shape": (n, first.shape[1])})
-        fh.write(first.data)
-        for a in range(len(first), n, WRITE_CHUNK):
-            fh.write(np.ascontiguousarray(chunk(a, min(n, a + WRITE_CHUNK)), dtype=np.float32).data)
+        for a in range(0, n, WRITE_CHUNK):
+            block = np.ascontiguousarray(chunk(a, min(n, a + WRITE_CHUNK)), dtype=np.float32)
+            if a == 0:
+                header = {"descr": "<f4", "fortran_order": False, "shape": (n, block.shape[1])}
+                np.lib.format.write_array_header_1_0(fh, header)
+            fh.write(block.data)
 
 
 def link_segment(old_gen: Path, tmp: Path, segment: Segment) -> None:
@@ -310,13 +311,13 @@ def _compact(tmp, previous, renumber, fresh, fresh_vectors, forced_kind, threads
     def gather(a: int, b: int) -> np.ndarray:
         picks = order[a:b]
         carried = picks < len(old_rows)
-        parts = []
+        pieces = []
         if carried.any():
-            parts.append((carried, previous.vectors(old_rows[picks[carried]])))
+            pieces.append((carried, previous.vectors(old_rows[picks[carried]])))
         if not carried.all():
-            parts.append((~carried, fresh_vectors(fresh.key[picks[~carried] - len(old_rows)])))
-        out = np.empty((len(picks), parts[0][1].shape[1]), dtype=np.float32)
-        for where, vectors in parts:
+            pieces.append((~carried, fresh_vectors(fresh.key[picks[~carried] - len(old_rows)])))
+        out = np.empty((len(picks), pieces[0][1].shape[1]), dtype=np.float32)
+        for where, vectors in pieces:
             out[where] = vectors
         return out
 

@@ -32,9 +32,12 @@ SET_WEIGHTS = {
     "crosslingual_both": 0.1,
 }
 # The share of a set's answerable queries the gate may turn away (the CI floors allow a little
-# more): the threshold is the strictest that keeps every set within its budget.
+# more): the threshold is the strictest that keeps every set within its budget. Real posts get
+# less than the 0.05 the issue allows, because held out the gate turns away more than it did in
+# the fit: with the topic features (index/topics.py), a budget of 0.04 turned away 0.058 of the
+# held-out answerable posts, 0.03 turned away 0.049, 0.02 turned away 0.037 (5 folds x 3).
 FALSE_ABSTENTION_BUDGET = {
-    "real_dev": 0.04,
+    "real_dev": 0.03,
     "seeds": 0.05,
     "crosslingual_zh2en": 0.03,
     "crosslingual_en2zh": 0.015,
@@ -163,8 +166,11 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
                 )
         thresholds[shape] = min(per_set, default=0.0)
     # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
+    # Unanswerable posts count as wrong answers: they are what a match shown with its commands
+    # must not be given to (with answerable posts alone, the topic features lowered this level
+    # and the share of unanswerable posts shown as a match rose from 0.22 to 0.36, held out).
     real = np.array([name == REAL_SET for name in sets])
-    natural = (real if real.any() else np.ones(len(sets), dtype=bool)) & answerable_arr
+    natural = real if real.any() else answerable_arr
     confident = pick_confident(conf[natural], np.array(labels)[natural], MATCH_PRECISION)
     return RankModel(rank, gate, thresholds, meta or {}, max(confident, max(thresholds.values())))
 

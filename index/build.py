@@ -35,7 +35,7 @@ from ingest.entry import Entry
 
 from .assemble import Assembly, assemble, link_partners
 from .entries import encode
-from .facts import FactsTable, FactsWriter, facts_blob
+from .facts import FactsTable, FactsWriter, document_products, facts_blob
 from .generation import build_lock, generation_name, write_generation
 from .lexical import Bm25, CountsBuilder
 from .previous import Previous, VectorsByText, code_key, open_previous, write_files
@@ -301,6 +301,7 @@ def terms_and_facts(a: Assembly, previous: Previous | None) -> tuple[Bm25, Facts
     """BM25 and facts in the new entry order: runs of unchanged entries copied, new ones derived."""
     counts = CountsBuilder(previous.bm25 if a.reused and previous is not None else None)
     facts = FactsWriter()
+    products = document_products([e for run in a.runs if run.entries is not None for e in run.entries])
     for run in a.runs:
         if run.entries is None:
             assert previous is not None
@@ -308,7 +309,7 @@ def terms_and_facts(a: Assembly, previous: Previous | None) -> tuple[Bm25, Facts
             facts.copy(previous.facts, run.old_start, run.old_start + run.count)
         else:
             counts.add([lexical_tokens(e) for e in run.entries])
-            facts.add([facts_blob(e) for e in run.entries])
+            facts.add([facts_blob(e, products[e.doc]) for e in run.entries])
     return counts.finish(), facts.finish()
 
 

@@ -30,6 +30,7 @@ from ingest.entry import Entry
 from .codes import entry_codes
 from .evidence import informative
 from .text import clean_line, tokenize
+from .topics import product_counts, profile, symptom_counts
 
 SIGNATURE_CHARS = 1000  # of a signature line, for its token set
 MIN_SIGNATURE_TOKENS = 2  # a signature with fewer informative tokens tells nothing apart
@@ -54,15 +55,38 @@ def entry_shape(entry: Entry) -> tuple[float, float, float]:
     )
 
 
-def facts_blob(entry: Entry) -> bytes:
-    """The stored facts of one entry (all but its tokens, which BM25 keeps)."""
+def entry_products(entry: Entry) -> list[int]:
+    """Product mentions of an entry, its document's path and headings included (a document's
+    profile is the sum over its entries: `document_products`)."""
+    where = entry.doc.replace("_", " ").replace("/", " ")
+    return product_counts(" ".join([where, *entry.heading_path, entry.title, entry.body]))
+
+
+def document_products(entries: Sequence[Entry]) -> dict[str, list[int]]:
+    """Product mentions per document, over all its entries (each document's entries are
+    derived together: a file that changed is parsed whole)."""
+    out: dict[str, list[int]] = {}
+    for e in entries:
+        counts = entry_products(e)
+        total = out.setdefault(e.doc, [0] * len(counts))
+        out[e.doc] = [a + b for a, b in zip(total, counts, strict=True)]
+    return out
+
+
+def facts_blob(entry: Entry, doc_products: Sequence[int]) -> bytes:
+    """The stored facts of one entry (all but its tokens, which BM25 keeps); `doc_products`:
+    its document's product mentions (`document_products`)."""
     sigs = []
     for k, s in enumerate(entry.signatures):
         tokens = informative(tokenize(clean_line(s)[:SIGNATURE_CHARS]))
         if len(tokens) >= MIN_SIGNATURE_TOKENS:
             sigs.append([k, sorted(tokens)])
     codes = sorted(entry_codes(entry.title, entry.body))
-    row = [sorted(title_tokens(entry)), codes, sigs, *entry_shape(entry)]
+    symptoms = [
+        symptom_counts(" ".join([entry.title, *entry.heading_path])),
+        symptom_counts(entry.title + "\n" + entry.body),
+    ]
+    row = [sorted(title_tokens(entry)), codes, sigs, *entry_shape(entry), list(doc_products), symptoms]
     return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
@@ -75,6 +99,9 @@ class Facts:
     is_question: float
     is_section: float
     lines: float
+    products: np.ndarray  # profile of the entry's document over index/topics.py PRODUCTS
+    title_symptoms: np.ndarray  # profile of its title over SYMPTOMS
+    symptoms: np.ndarray  # and of its title and body
 
 
 class FactsTable:
@@ -151,7 +178,7 @@ class EntryFacts:
     def __getitem__(self, i: int) -> Facts:
         f = self._facts.get(i)
         if f is None:
-            title, codes, sigs, is_question, is_section, lines = json.loads(
+            title, codes, sigs, is_question, is_section, lines, products, symptoms = json.loads(
                 bytes(self._table.blob_of(i)).decode("utf-8", "surrogatepass")
             )
             signatures = self._entries[i].signatures if sigs else ()
@@ -163,6 +190,9 @@ class EntryFacts:
                 is_question,
                 is_section,
                 lines,
+                profile(products),
+                profile(symptoms[0]),
+                profile(symptoms[1]),
             )
             with self._lock:
                 self._facts[i] = f

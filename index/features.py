@@ -13,7 +13,9 @@ posts (eval/fit.py), so no weight here is set by hand. The features, grouped:
   line the entry covers;
 - error identity: how much of one of the entry's error signatures a post error line reproduces,
   a shared error code (index/codes.py), a conflicting one;
-- the ranks in each leg, and whether the entry is in the reader's language.
+- the ranks in each leg, and whether the entry is in the reader's language;
+- topic: whether the post and the entry's document are about the same product, and the post and
+  the entry about the same kind of trouble (index/topics.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from ingest.entry import Entry
 
+from . import topics
 from .codes import conflicts
 from .evidence import Vocabulary, informative
 from .facts import EntryFacts
@@ -57,6 +60,7 @@ FEATURES = (
     "entry_is_section",
     "entry_lines",
     "title_view_coverage",
+    *topics.FEATURES,
 )
 VIEW_KINDS = ("title", "prose", "error")
 ROW_KINDS = ("title", "signature", "answer")
@@ -174,6 +178,7 @@ def candidate_features(
     cols.update(_lexical_columns(idx, legs, vocab))
     words, matched = _word_columns(post, views, lang, idx, entries, facts, vocab)
     cols.update(words)
+    cols.update(_topic_columns(post, idx, facts))
     return np.column_stack([cols[f] for f in FEATURES]).astype(np.float32), matched
 
 
@@ -248,6 +253,19 @@ def _word_columns(post, views, lang, idx, entries, facts: EntryFacts, vocab: Voc
         if which is not None and overlap >= MATCHED_SIGNATURE:
             matched[i] = which
     return out, matched
+
+
+def _topic_columns(post: Post, idx: np.ndarray, facts: EntryFacts) -> dict:
+    """Product and symptom agreement (index/topics.py) between the post and each candidate."""
+    products = topics.profile(post.products)
+    said = "\n".join([post.title, *post.prose, *post.errors[:4], *post.exceptions[:2]])
+    symptoms = topics.profile(topics.symptom_counts(said))
+    rows = [
+        topics.product_columns(products, f.products)
+        + topics.symptom_columns(symptoms, f.title_symptoms, f.symptoms)
+        for f in (facts[int(i)] for i in idx)
+    ]
+    return dict(zip(topics.FEATURES, np.array(rows).reshape(-1, len(topics.FEATURES)).T, strict=True))
 
 
 def signature_overlap(lines, signatures, vocab: Vocabulary) -> tuple[float, str | None]:

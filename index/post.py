@@ -16,6 +16,8 @@ and the parts that carry the problem are kept apart, each to be matched on its o
   printed by every failed job, whatever the cause) last;
 - the final exception of each traceback (the frames above it are dropped);
 - the error codes (index/codes.py) and the commands the person ran.
+- which products it names (index/topics.py), counted over every line read, environment
+  dumps included: they are where a post says it runs Paddle or torch_npu.
 
 Work is bounded whatever the size of the paste: at most MAX_LINES lines are read (the head and
 the tail, plus the lines around error-looking lines in between) and each line is cut to
@@ -33,6 +35,7 @@ from ingest.signals import is_error_line
 
 from .codes import error_codes
 from .text import LOG_HINT, clean_line
+from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
 MAX_LINE_CHARS = 600  # a line is cut here before it is classified (a 2 MB line costs the same as 600 chars)
@@ -105,6 +108,7 @@ class Post:
     is_log: bool  # more than a sentence or two: read line by line
     lines_read: int
     lines_total: int
+    products: tuple[int, ...] = ()  # mentions of each product family (index/topics.py), dumps included
 
     @property
     def question(self) -> str:
@@ -284,6 +288,7 @@ def _post(parts: _Lines, text: str, lines: list[str], lines_total: int) -> Post:
         is_log=parts.is_log,
         lines_read=len(lines),
         lines_total=lines_total,
+        products=tuple(product_counts("\n".join(x[:MAX_LINE_CHARS] for x in lines))),
     )
 
 

@@ -8,8 +8,9 @@ from its entries is copied from the previous generation by position. "Parser" is
 code of ingest/ and index/ and the segmenter, plus the caller's parse limits; a new kb version
 re-derives everything once (vectors are still reused by text, as long as the embedder is the same).
 
-An index of the previous format (1: entries.jsonl, rows.json, vectors.npy) is read only for its
-vectors, so upgrading does not embed the knowledge base again.
+An index of an older format is read only for its vectors, so upgrading does not embed the
+knowledge base again: format 1 kept them in rows.json and vectors.npy, format 2 in the segments
+of format 3 (3 added the topic profiles to the facts: index/topics.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from .facts import FactsTable
 from .lexical import Bm25
 from .segments import KEY_BYTES, PreviousVectors, Rows
 from .text import TOKENIZER
+
+SEGMENTED_FORMATS = (2, 3)  # formats whose vectors are in segments (index/segments.py)
 
 
 @lru_cache(maxsize=1)
@@ -76,11 +79,13 @@ class Previous:
     """The live generation, opened for a rebuild: cheap until a part is asked for."""
 
     def __init__(self, directory: Path, manifest: dict, key: str) -> None:
+        from .store import FORMAT_VERSION
+
         self.gen = directory / manifest["generation"]
         self.format = manifest.get("format")
         self.files: dict[str, FileRecord] = {}
         self.groups: set[frozenset[str]] = set()
-        if self.format == 2:
+        if self.format == FORMAT_VERSION:
             try:
                 table = json.loads((self.gen / "files.json").read_text("utf-8"))
             except (OSError, ValueError):
@@ -109,7 +114,7 @@ class Previous:
 
     @cached_property
     def segments(self) -> PreviousVectors | None:
-        return PreviousVectors.open(self.gen) if self.format == 2 else None
+        return PreviousVectors.open(self.gen) if self.format in SEGMENTED_FORMATS else None
 
     @cached_property
     def by_text(self) -> VectorsByText | None:

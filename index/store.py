@@ -40,7 +40,7 @@ from .segments import PreviousVectors, load_vectors
 from .vectors import FlatStore, SegmentedVectors
 from .views import lexical_tokens
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class IndexError_(KbError):

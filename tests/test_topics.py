@@ -92,3 +92,14 @@ def test_the_candidate_features_carry_the_topic_columns():
 
     assert FEATURES[-len(topics.FEATURES) :] == topics.FEATURES
     assert np.isfinite(topics.product_columns(np.zeros(11), np.zeros(11))).all()
+
+
+def test_a_blank_post_names_no_product_and_still_gets_every_column():
+    post = read_post("  \n ")
+    assert post.products == (0,) * len(topics.PRODUCT_FAMILIES.names)
+    assert topics.product_columns(topics.profile(post.products), topics.profile([1] * 11)) == [
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    ]

@@ -29,7 +29,7 @@ from .lexical import Bm25
 from .segments import KEY_BYTES, PreviousVectors, Rows
 from .text import TOKENIZER
 
-SEGMENTED_FORMATS = (2, 3)  # formats whose vectors are in segments (index/segments.py)
+FIRST_SEGMENTED_FORMAT = 2  # from this format on, vectors are in segments (index/segments.py)
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +83,9 @@ class Previous:
 
         self.gen = directory / manifest["generation"]
         self.format = manifest.get("format")
+        self.segmented = (
+            isinstance(self.format, int) and FIRST_SEGMENTED_FORMAT <= self.format <= FORMAT_VERSION
+        )
         self.files: dict[str, FileRecord] = {}
         self.groups: set[frozenset[str]] = set()
         if self.format == FORMAT_VERSION:
@@ -114,7 +117,7 @@ class Previous:
 
     @cached_property
     def segments(self) -> PreviousVectors | None:
-        return PreviousVectors.open(self.gen) if self.format in SEGMENTED_FORMATS else None
+        return PreviousVectors.open(self.gen) if self.segmented else None
 
     @cached_property
     def by_text(self) -> VectorsByText | None:

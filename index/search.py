@@ -28,7 +28,7 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .evidence import Vocabulary, informative
+from .evidence import Vocabulary, informative, names_nothing
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row
 from .post import Post, read_post
@@ -65,6 +65,7 @@ class SearchResult:
     confidence: float | None = None  # the gate's probability that the top answer is right
     post: Post | None = None
     weak: bool = False  # answered, but below the model's confident level: the closest entry, maybe not it
+    vague: bool = False  # no match because the query names nothing specific ("it does not work")
 
     @property
     def no_match(self) -> bool:
@@ -287,6 +288,11 @@ class Searcher:
             # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
             hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post)
+        if self._names_nothing(c.post):
+            # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
+            # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
+            hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
+            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
         hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES))[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
@@ -296,6 +302,14 @@ class Searcher:
     def _has_content(self, c: Candidates) -> bool:
         words = informative(tokenize(" ".join(v.text for v in c.views)))
         return any(t in self.vocab or cjk_count(t) for t in words)
+
+    @staticmethod
+    def _names_nothing(post: Post) -> bool:
+        """Nothing but generic words in what the person wrote and in the error lines ("training
+        fails" reads as one), and no error code or command to go on."""
+        if post.codes or post.commands:
+            return False
+        return names_nothing(tokenize(" ".join([post.question, *post.errors, *post.exceptions])))
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries

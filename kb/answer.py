@@ -22,6 +22,8 @@ LABELS = {
         "commands": "Commands",
         "sources": "Sources",
         "no_match": "The knowledge base has no entry that answers this.",
+        "vague": "This does not say what fails, so no entry can be picked for it. Say what you ran and where "
+        "(the command, the framework, the hardware) and paste the error line.",
         "suggest": "Nearest entries (not a match):",
         "weak": "Closest entry; it may not be your problem. Check its symptoms before running anything from it.",
         "other_lang": "Chinese version",
@@ -38,6 +40,7 @@ LABELS = {
         "commands": "命令",
         "sources": "来源",
         "no_match": "知识库中没有能回答这个问题的条目。",
+        "vague": "这句话没有说明是什么出了错，无法为它选出条目。请说明运行了什么、在什么环境下（命令、框架、硬件），并贴出报错的那一行。",
         "suggest": "最接近的条目（并不匹配）：",
         "weak": "最接近的条目，未必是你遇到的问题。运行其中的命令前请先核对症状。",
         "other_lang": "英文版",
@@ -182,7 +185,7 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
         return Answer(
             query=result.query,
             lang=lang,
-            text=LABELS[lang]["no_match"],
+            text=LABELS[lang]["vague" if result.vague else "no_match"],
             commands=(),
             citations=(),
             no_match=True,

@@ -66,6 +66,7 @@ def search_json(r: SearchResult) -> dict:
         **query_echo(r.query),
         "lang": r.lang,
         "no_match": r.no_match,
+        "vague": r.vague,  # no match because the query names nothing specific: ask for the error
         "match": r.strength,
         "confidence": None if r.confidence is None else round(r.confidence, 4),
         "hits": [hit_json(h) for h in r.hits],

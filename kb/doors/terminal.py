@@ -88,7 +88,7 @@ def search_text(result, docs_base_url: str = "") -> str:
     labels = LABELS[lang]
     out: list[str] = []
     if result.no_match:
-        out.append(labels["no_match"])
+        out.append(labels["vague" if result.vague else "no_match"])
         if result.suggestions:
             out.append(labels["suggest"])
     else:

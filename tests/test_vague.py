@@ -1,0 +1,73 @@
+"""A question that names nothing ("it does not work", "help", "报错了") gets "no match" and a
+request for the error, not the entry that shares its generic words (index/evidence.py
+GENERIC_WORDS). The bundled knowledge base gave "it does not work" a match with commands."""
+
+import json
+
+import pytest
+from test_cli import run_kb
+
+from index.evidence import names_nothing
+from index.post import read_post
+from index.search import Searcher
+from index.text import tokenize
+from kb.answer import LABELS
+
+VAGUE = ["it does not work", "help!", "training fails", "报错了", "怎么办？", "my job crashed again"]
+SPECIFIC = ["免密登录", "hostfile", "NCCL error(2)", "Duplicate GPU detected", "mindspore fails"]
+
+
+@pytest.mark.parametrize("query", VAGUE)
+def test_generic_words_name_nothing(query):
+    assert Searcher._names_nothing(read_post(query))
+
+
+@pytest.mark.parametrize("query", SPECIFIC)
+def test_one_telling_word_or_a_code_is_enough(query):
+    assert not Searcher._names_nothing(read_post(query))
+
+
+def test_a_command_or_an_error_code_is_something_to_go_on():
+    assert not Searcher._names_nothing(read_post("it fails\n$ python -m paddle.distributed.launch train.py"))
+    assert not Searcher._names_nothing(read_post("error 507035"))
+    assert names_nothing(tokenize("please help, it keeps failing"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query", ["it does not work", "help", "报错了"])
+def test_the_bundled_kb_asks_for_the_error_instead_of_guessing(bundled_kb, query):
+    result = bundled_kb.search(query)
+    assert result.no_match and result.vague and not result.hits
+    assert result.suggestions  # the nearest entries are still there to browse
+    answer = bundled_kb.ask(query)
+    lang = "zh" if query == "报错了" else "en"
+    assert answer.no_match and answer.commands == () and answer.text == LABELS[lang]["vague"]
+
+
+@pytest.mark.slow
+def test_specific_short_questions_are_still_answered(bundled_kb):
+    for query in ["免密登录", "NCCL error(2)", "hostfile"]:
+        result = bundled_kb.search(query)
+        assert not result.no_match and not result.vague, query
+
+
+@pytest.mark.slow
+def test_a_vague_follow_up_is_read_with_the_question_before_it(bundled_kb):
+    history = [
+        ("user", "Paddle job dies with Nccl error(2), unhandled system error"),
+        ("assistant", "(answer)"),
+    ]
+    alone = bundled_kb.search_in_context("it still fails", [])
+    assert alone.vague
+    follow_up = bundled_kb.search_in_context("it still fails", history)
+    assert not follow_up.no_match and "error(2)" in follow_up.hits[0].entry.title.lower()
+
+
+@pytest.mark.slow
+def test_kb_search_says_what_to_add(tmp_path):
+    env = {"KB_HOME": str(tmp_path / "home")}
+    p = run_kb("search", "it does not work", env=env)
+    assert p.returncode == 0, p.stderr
+    assert LABELS["en"]["vague"] in p.stdout
+    data = json.loads(run_kb("search", "--json", "报错了", env=env).stdout)
+    assert data["no_match"] and data["vague"] and data["hits"] == []

@@ -283,17 +283,15 @@ class Searcher:
         faqs, gate_row = self.rank(c, model)
         if not faqs:
             return SearchResult(query, c.lang, [], [], sigs, None, c.post)
+        hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         if not self._has_content(c):
             # Nothing in the query is a word this index knows or could translate: emoji, binary
             # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
-            hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post)
         if self._names_nothing(c.post):
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
-            hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
-        hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES))[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)

@@ -80,6 +80,7 @@ class Answer:
     hits: tuple[Hit, ...] = field(default=(), compare=False)
     weak: bool = False  # the closest entry, shown without its commands (see SearchResult.weak)
     matched_line: str = ""  # the line of the query that matched the best entry (see matched_line)
+    vague: bool = False  # no match because the query names nothing specific (see SearchResult.vague)
 
     @property
     def strength(self) -> str:
@@ -190,6 +191,7 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
             citations=(),
             no_match=True,
             suggestions=tuple(result.suggestions[:3]),
+            vague=result.vague,
         )
     cited = [entry_in(h, lang) for h in related_hits(result.hits)[:max_sources]]
     citations = tuple(Citation(n, e) for n, e in enumerate(cited, 1))

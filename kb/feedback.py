@@ -352,8 +352,9 @@ def generation_of(kb) -> str:
 # -- the doors' one-liners --------------------------------------------------------------------------
 def record_unanswered(store: FeedbackStore | None, door: str, kb, query: str, result: Any) -> int | None:
     """Put `query`, when its answer (an Answer or a SearchResult) is "no match", in the queue; the
-    row's id, or None when it was answered (nothing is stored) or feedback is off."""
-    if store is None or not result.no_match:
+    row's id, or None when it was answered (nothing is stored) or feedback is off. A question
+    that names nothing ("help", "it does not work") is no gap a writer could fill: not queued."""
+    if store is None or not result.no_match or result.vague:
         return None
     return store.add(door, query, shown_by(result), generation_of(kb))
 

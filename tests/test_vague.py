@@ -71,3 +71,12 @@ def test_kb_search_says_what_to_add(tmp_path):
     assert LABELS["en"]["vague"] in p.stdout
     data = json.loads(run_kb("search", "--json", "报错了", env=env).stdout)
     assert data["no_match"] and data["vague"] and data["hits"] == []
+
+
+@pytest.mark.slow
+def test_a_vague_question_is_no_gap_in_the_unanswered_queue(tmp_path):
+    env = {"KB_HOME": str(tmp_path / "home")}
+    for query in ["help", "How do I bake sourdough bread with rye flour?"]:
+        assert run_kb("ask", query, env=env).returncode == 0
+    groups = json.loads(run_kb("feedback", "list", "--json", env=env).stdout)["groups"]
+    assert [g["label"] for g in groups] == ["How do I bake sourdough bread with rye flour?"]

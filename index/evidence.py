@@ -24,7 +24,7 @@ def informative(tokens: Iterable[str]) -> set[str]:
 # ("it does not work", "help", "training fails", "报错了") names nothing an entry could answer.
 # The gate cannot learn that: none of the sets it is fitted on has such a question, and it gave
 # "help" 0.57 and "it does not work" 0.83 on the bundled knowledge base, a match with commands.
-# No row of the real posts or of our gold sets consists only of these words.
+# No row of the real posts or of our gold sets consists only of these words and product names.
 GENERIC_WORDS = frozenset(
     """error errors fail fails failed failing failure work works worked working help issue issues
     problem problems wrong broken crash crashes crashed bug bugs fix fixed solve solved solution
@@ -37,8 +37,12 @@ GENERIC_WORDS = frozenset(
 
 
 def names_nothing(tokens: Iterable[str]) -> bool:
-    """Whether the person's words are only GENERIC_WORDS (or none at all)."""
-    return all(t in GENERIC_WORDS for t in informative(tokens))
+    """Whether the person's words are only GENERIC_WORDS and product names (or none at all):
+    "mindspore fails", "NCCL error", "paddle 报错" say which stack, not how it fails, and every
+    entry of that stack's FAQ shares those words."""
+    from .topics import PRODUCT_FAMILIES
+
+    return all(t in GENERIC_WORDS or PRODUCT_FAMILIES.names_one(t) for t in informative(tokens))
 
 
 class Vocabulary:

@@ -22,7 +22,7 @@ LABELS = {
         "commands": "Commands",
         "sources": "Sources",
         "no_match": "The knowledge base has no entry that answers this.",
-        "vague": "This does not say what fails, so no entry can be picked for it. Say what you ran and where "
+        "vague": "This does not say how it fails, so no single entry fits it. Say what you ran and where "
         "(the command, the framework, the hardware) and paste the error line.",
         "suggest": "Nearest entries (not a match):",
         "weak": "Closest entry; it may not be your problem. Check its symptoms before running anything from it.",
@@ -40,7 +40,7 @@ LABELS = {
         "commands": "命令",
         "sources": "来源",
         "no_match": "知识库中没有能回答这个问题的条目。",
-        "vague": "这句话没有说明是什么出了错，无法为它选出条目。请说明运行了什么、在什么环境下（命令、框架、硬件），并贴出报错的那一行。",
+        "vague": "这句话没有说明是怎么出错的，选不出对应的条目。请说明运行了什么、在什么环境下（命令、框架、硬件），并贴出报错的那一行。",
         "suggest": "最接近的条目（并不匹配）：",
         "weak": "最接近的条目，未必是你遇到的问题。运行其中的命令前请先核对症状。",
         "other_lang": "英文版",

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from .seams import LexicalIndex
 from .text import tokenize
+from .topics import PRODUCT_FAMILIES
 
 
 def informative(tokens: Iterable[str]) -> set[str]:
@@ -40,8 +41,6 @@ def names_nothing(tokens: Iterable[str]) -> bool:
     """Whether the person's words are only GENERIC_WORDS and product names (or none at all):
     "mindspore fails", "NCCL error", "paddle 报错" say which stack, not how it fails, and every
     entry of that stack's FAQ shares those words."""
-    from .topics import PRODUCT_FAMILIES
-
     return all(t in GENERIC_WORDS or PRODUCT_FAMILIES.names_one(t) for t in informative(tokens))
 
 

@@ -258,7 +258,7 @@ def _word_columns(post, views, lang, idx, entries, facts: EntryFacts, vocab: Voc
 def _topic_columns(post: Post, idx: np.ndarray, facts: EntryFacts) -> dict:
     """Product and symptom agreement (index/topics.py) between the post and each candidate."""
     products = topics.profile(post.products)
-    said = "\n".join([post.title, *post.prose, *post.errors[:4], *post.exceptions[:2]])
+    said = "\n".join([post.title, *post.prose, *post.main_errors])
     symptoms = topics.profile(topics.symptom_counts(said))
     rows = [
         topics.product_columns(products, f.products)

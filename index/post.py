@@ -117,6 +117,12 @@ class Post:
         return " ".join(dict.fromkeys(p for p in parts if p))[:MAX_PROSE_CHARS]
 
     @property
+    def main_errors(self) -> tuple[str, ...]:
+        """What the post says went wrong, in a few lines: its most telling error lines and the
+        first of its exceptions (the topic features and the vague-question check read these)."""
+        return (*self.errors[:4], *self.exceptions[:2])
+
+    @property
     def trimmed(self) -> bool:
         return self.lines_read < self.lines_total
 

@@ -308,7 +308,7 @@ class Searcher:
         only: the same answer on every gold row, p95 0.12 ms on them instead of 0.39 ms."""
         if post.codes or post.commands:
             return False
-        return names_nothing(tokenize(" ".join([post.question, *post.errors[:4], *post.exceptions[:2]])))
+        return names_nothing(tokenize(" ".join([post.question, *post.main_errors])))
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries

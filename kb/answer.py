@@ -180,13 +180,18 @@ def entry_in(hit: Hit, lang: str) -> Entry:
     return hit.entry
 
 
+def no_match_text(result: SearchResult, lang: str) -> str:
+    """What "no match" says: that nothing answers, or, for a question that names nothing, what to add."""
+    return LABELS[lang]["vague" if result.vague else "no_match"]
+
+
 def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     lang = result.lang if result.lang in LABELS else "en"
     if result.no_match:
         return Answer(
             query=result.query,
             lang=lang,
-            text=LABELS[lang]["vague" if result.vague else "no_match"],
+            text=no_match_text(result, lang),
             commands=(),
             citations=(),
             no_match=True,

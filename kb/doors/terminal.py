@@ -81,14 +81,14 @@ def search_text(result, docs_base_url: str = "") -> str:
     ones with their caution), and how strong the match is."""
     from ingest.code import is_destructive
 
-    from ..answer import LABELS
+    from ..answer import LABELS, no_match_text
     from ..present import CAUTION
 
     lang = result.lang if result.lang in LABELS else "en"
     labels = LABELS[lang]
     out: list[str] = []
     if result.no_match:
-        out.append(labels["vague" if result.vague else "no_match"])
+        out.append(no_match_text(result, lang))
         if result.suggestions:
             out.append(labels["suggest"])
     else:

@@ -24,6 +24,8 @@ LABELS = {
         "no_match": "The knowledge base has no entry that answers this.",
         "vague": "This does not say how it fails, so no single entry fits it. Say what you ran and where "
         "(the command, the framework, the hardware) and paste the error line.",
+        "judged_none": "The closest entries are about other problems: the language model read them and "
+        "found none that answers this.",
         "suggest": "Nearest entries (not a match):",
         "weak": "Closest entry; it may not be your problem. Check its symptoms before running anything from it.",
         "other_lang": "Chinese version",
@@ -41,6 +43,7 @@ LABELS = {
         "sources": "来源",
         "no_match": "知识库中没有能回答这个问题的条目。",
         "vague": "这句话没有说明是怎么出错的，选不出对应的条目。请说明运行了什么、在什么环境下（命令、框架、硬件），并贴出报错的那一行。",
+        "judged_none": "最接近的几个条目说的是别的问题：语言模型读过之后，判断没有一个能回答这个问题。",
         "suggest": "最接近的条目（并不匹配）：",
         "weak": "最接近的条目，未必是你遇到的问题。运行其中的命令前请先核对症状。",
         "other_lang": "英文版",

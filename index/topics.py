@@ -82,8 +82,10 @@ class Families:
         self._rx = re.compile("|".join(f"(?P<{n}>{p})" for n, p in families.items()))
 
     def names_one(self, token: str) -> bool:
-        """Whether a whole token is a mention of one of the families (`mindspore`, `飞桨`, `nccl`)."""
-        return self._rx.fullmatch(token.lower()) is not None
+        """Whether a whole token is made of mentions of the families (`mindspore`, `飞桨`, `nccl`,
+        `paddlepaddle`)."""
+        token = token.lower()
+        return bool(token) and sum(len(m.group(0)) for m in self._rx.finditer(token)) == len(token)
 
     def count(self, text: str, limit: int) -> list[int]:
         out = dict.fromkeys(self.names, 0)

@@ -17,7 +17,14 @@ VAGUE = ["it does not work", "help!", "training fails", "报错了", "怎么办�
 # The stack, but not how it fails: every entry of that stack's FAQ shares these words.
 # A token made of two names ("paddlepaddle") is a name too.
 STACK_ONLY = ["mindspore fails", "NCCL error", "飞桨训练失败", "npu training fails", "paddlepaddle fails"]
-SPECIFIC = ["免密登录", "hostfile", "NCCL error(2)", "Duplicate GPU detected", "hccl timeout", "ascend910b hangs"]
+SPECIFIC = [
+    "免密登录",
+    "hostfile",
+    "NCCL error(2)",
+    "Duplicate GPU detected",
+    "hccl timeout",
+    "ascend910b hangs",
+]
 
 
 @pytest.mark.parametrize("query", VAGUE + STACK_ONLY)

@@ -136,3 +136,23 @@ def test_llm_answer_streams_into_the_page(llm_page_url):
         assert final.locator("a", has_text="[1]").count() >= 2  # in the text and in the sources
         assert final.locator("pre code", has_text="export ASCEND_SLOG_PRINT_TO_STDOUT=1").count() >= 1
     assert stub.requests and stub.requests[0].body.get("stream") is True
+
+
+def test_the_models_no_match_verdict_shows_as_no_match_in_the_page(llm_page_url):
+    """The model read the entries retrieval matched and found none about the problem: the page
+    says so and lists them as not a match; the verdict's marker never reaches the reader."""
+    from openai_stub import Reply
+
+    from kb.answer import LABELS
+    from kb.llm import NONE_APPLIES
+
+    url, stub = llm_page_url
+    stub.script(NONE_APPLIES)
+    try:
+        with browser_page(url) as page:
+            text = _ask(page, HCCL_LINE, 1)
+            assert LABELS["en"]["judged_none"] in text and LABELS["en"]["suggest"] in text
+            assert NONE_APPLIES not in text and "Sources" not in text
+            assert page.locator("#kb-chat .bot-row").first.locator("pre code").count() == 0
+    finally:
+        stub.script(Reply(LLM_REPLY, chunk_delay_s=0.06))

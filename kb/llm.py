@@ -257,8 +257,9 @@ def says_none_applies(text: str) -> bool:
 
 
 def judged_none(result: SearchResult, lang: str) -> Answer:
-    """ "No match", because the model read the closest entries and found none about the problem:
-    the gate cannot tell a near miss that shares the post's words from the answer (issue 11)."""
+    """The answer when the model read the closest entries and found none about the problem: no
+    match, with those entries as suggestions. The retrieval gate cannot tell a near miss that
+    shares the post's words from the answer (issue 11); the model reads what the entries say."""
     return Answer(
         query=result.query,
         lang=lang,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -108,7 +109,18 @@ def time_limit(seconds: float) -> Iterator[None]:
         if not ended:  # a repeat that arrives while the block is being left does nothing
             raise _TooSlow
 
+    deferred: list = []
+
+    def on_unraisable(info) -> None:
+        # An alarm that landed in a __del__ is dropped; anything else raised there is handed to
+        # the previous hook after the block. Handing it on at once ran that hook under the
+        # repeating alarm: pytest's, importing tracemalloc, was cut by the next alarm and
+        # failed a fresh checkout's test run.
+        if not isinstance(info.exc_value, _TooSlow):
+            deferred.append(info)
+
     started = time.monotonic()
+    old_hook, sys.unraisablehook = sys.unraisablehook, on_unraisable
     old_handler = signal.signal(signal.SIGALRM, on_alarm)
     # Repeating: an exception raised while the interpreter runs a weakref callback or __del__
     # (garbage of earlier work collected mid-parse) is printed and dropped, and a single alarm
@@ -120,9 +132,12 @@ def time_limit(seconds: float) -> Iterator[None]:
         ended = True
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old_handler)
+        sys.unraisablehook = old_hook
         if old_delay:
             left = old_delay - (time.monotonic() - started)
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), old_interval)
+        for info in deferred:
+            old_hook(info)
 
 
 def count_headings(text: str, enough: int = DEFAULT.max_file_entries) -> int:

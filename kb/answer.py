@@ -188,19 +188,28 @@ def no_match_text(result: SearchResult, lang: str) -> str:
     return LABELS[lang]["vague" if result.vague else "no_match"]
 
 
+def no_match_answer(
+    result: SearchResult, lang: str, text: str, nearest: list[Hit], mode: str = "extractive"
+) -> Answer:
+    """ "No match": the sentence saying why, no commands or citations, and the nearest entries
+    to browse (the gate's no match here, the language model's verdict in kb/llm.py)."""
+    return Answer(
+        query=result.query,
+        lang=lang,
+        text=text,
+        commands=(),
+        citations=(),
+        no_match=True,
+        mode=mode,
+        suggestions=tuple(nearest[:3]),
+        vague=result.vague,
+    )
+
+
 def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     lang = result.lang if result.lang in LABELS else "en"
     if result.no_match:
-        return Answer(
-            query=result.query,
-            lang=lang,
-            text=no_match_text(result, lang),
-            commands=(),
-            citations=(),
-            no_match=True,
-            suggestions=tuple(result.suggestions[:3]),
-            vague=result.vague,
-        )
+        return no_match_answer(result, lang, no_match_text(result, lang), result.suggestions)
     cited = [entry_in(h, lang) for h in related_hits(result.hits)[:max_sources]]
     citations = tuple(Citation(n, e) for n, e in enumerate(cited, 1))
     best = cited[0]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from index.search import SearchResult
 from ingest.entry import Entry
 
-from .answer import LABELS, Answer, Citation, entry_in, extractive
+from .answer import LABELS, Answer, Citation, entry_in, extractive, no_match_answer
 from .config import LlmSettings, redact_urls
 from .errors import LlmError
 from .verify import Guard, verify
@@ -260,17 +260,7 @@ def judged_none(result: SearchResult, lang: str) -> Answer:
     """The answer when the model read the closest entries and found none about the problem: no
     match, with those entries as suggestions. The retrieval gate cannot tell a near miss that
     shares the post's words from the answer (issue 11); the model reads what the entries say."""
-    return Answer(
-        query=result.query,
-        lang=lang,
-        text=LABELS[lang]["judged_none"],
-        commands=(),
-        citations=(),
-        no_match=True,
-        mode="llm",
-        suggestions=tuple(result.hits[:3]),
-        hits=tuple(result.hits),
-    )
+    return no_match_answer(result, lang, LABELS[lang]["judged_none"], result.hits, mode="llm")
 
 
 class _Lines:

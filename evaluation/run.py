@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kb.config import Settings, load_settings
 
-from . import crossval
+from . import crossval, llm_stage
 from .gold import GoldRow, GoldSet, entry_matches, load_gold
 from .indexes import Indexes, Target
 from .metrics import Judged, Outcome, grouped, judge, metrics, misses
@@ -26,7 +26,11 @@ GOLD_FILES = (
     "crosslingual_both.jsonl",
 )
 CV_SYSTEM = "ours (cross-validated)"
-LABELS = {**SYSTEM_LABELS, CV_SYSTEM: "ours, cross-validated (each fold scored by a model fitted without it)"}
+LABELS = {
+    **SYSTEM_LABELS,
+    CV_SYSTEM: "ours, cross-validated (each fold scored by a model fitted without it)",
+    llm_stage.SYSTEM: "ours, then the language model reads each answer (cites one or turns it away)",
+}
 
 
 def _direction(row: GoldRow, loaded, real_posts: bool) -> str:
@@ -100,6 +104,7 @@ class SetResult:
     unresolved: list[str] = field(default_factory=list)
     fold_means: dict | None = None  # cross-validation: metrics averaged over folds
     folds: int = 0
+    llm: dict | None = None  # `--llm`: what the language model did (evaluation/llm_stage.py)
 
     def report(self, k: int, with_misses: bool = True) -> dict:
         out = {
@@ -117,6 +122,8 @@ class SetResult:
         }
         if self.fold_means is not None:
             out["cross_validation"] = {"folds": self.folds, "fold_means": self.fold_means}
+        if self.llm is not None:
+            out["language_model"] = self.llm
         return out
 
 
@@ -156,7 +163,9 @@ def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
     return out
 
 
-def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training, k, cross_validate, progress):
+def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training, k, cross_validate, progress,
+              chat=None):  # fmt: skip
+    """`chat`: None, or the settings (and chat model, or None for the configured one) of `--llm`."""
     from index.search import Searcher
 
     searchers = {name: Searcher(t.loaded, embedder, model) for name, t in targets.items()}
@@ -166,6 +175,9 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     for ex in examples:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, ex.searcher.model, k))
     res.judged["ours"] = _judge_all(gold, by_row, targets, k)
+    if chat is not None:
+        read, res.llm = llm_stage.read_by_model(examples, chat[0], k, progress, model=chat[1])
+        res.judged[llm_stage.SYSTEM] = _judge_all(gold, read, targets, k)
     if not (cross_validate and gold.per_row_kb):
         return
     outcomes, folds = crossval.cross_validate(examples, training.examples(), k, progress=progress)
@@ -216,9 +228,12 @@ def evaluate(
     progress: Callable | None = None,
     indexes: Indexes | None = None,
     cross_validate: bool = True,
+    llm: bool = False,
+    chat_model=None,
 ) -> list[SetResult]:
     """Run every system on every gold set; the indexes are built once and shared. On real-post
-    sets (one knowledge base per row) ours is also cross-validated."""
+    sets (one knowledge base per row) ours is also cross-validated. `llm`: also let the language
+    model read ours' answers (`chat_model`, or the one the settings name)."""
     from kb.indexing import embedder_for
 
     settings = settings or load_settings()
@@ -236,7 +251,8 @@ def evaluate(
         res = SetResult(gold, label, unresolved=unresolved(gold, targets))
         for name in systems:
             if name == "ours":
-                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress)
+                chat = (settings, chat_model) if llm else None
+                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress, chat)
             else:
                 _run_baseline(res, name, gold, targets, embedder, k, progress, settings)
         results.append(res)
@@ -296,6 +312,15 @@ def text_report(results: list[SetResult], k: int) -> str:
                 f"false abstention {fm['false_abstention']:.3f}"
             )
             out.append("")
+        if res.llm is not None:
+            m = res.llm
+            out += [
+                f"language model {m['model']}: read {m['asked']} answers; no source applies: "
+                f"{m['no_source_applies']}; cited a source: {m['cited']} (not retrieval's first: "
+                f"{m['changed_first']}); cited nothing or failed, retrieval's answer kept: {m['fell_back']}; "
+                f"median {m['seconds_median']} s per answer",
+                "",
+            ]
         main = CV_SYSTEM if CV_SYSTEM in res.judged else "ours"
         ours = res.judged.get(main) or next(iter(res.judged.values()))
         out += [markdown_table(group_rows(grouped(ours, k)), k, main), ""]
@@ -325,6 +350,7 @@ def eval_command(args, settings: Settings) -> int:
         systems=systems,
         progress=ProgressBar(quiet=args.json),
         cross_validate=not getattr(args, "no_cv", False),
+        llm=getattr(args, "llm", False),
     )
     if args.json:
         print(json.dumps({"k": k, "sets": [r.report(k) for r in results]}, ensure_ascii=False))

@@ -221,8 +221,8 @@ def failure_notice(error: BaseException, lang: str, llm: LlmSettings) -> str:
         en, zh = "returned an unusable response", "返回了无法使用的结果"
     # Error texts may quote the URL too: the notice is shown to everyone the server answers.
     if lang == "zh":
-        return redact_urls(f"语言模型{zh}，以下是匹配的知识库条目。")
-    return redact_urls(f"The language model {en}; showing the matching entry instead.")
+        return redact_urls(f"语言模型{zh}，以下是检索到的知识库条目。")
+    return redact_urls(f"The language model {en}; showing the entry retrieval found instead.")
 
 
 def _removal_notice(lang: str, commands: int, citations: int) -> str:
@@ -245,8 +245,8 @@ def _removal_notice(lang: str, commands: int, citations: int) -> str:
 
 
 NO_CITATION = {
-    "en": "The language model's answer cited no source, so it is not shown; this is the matching entry.",
-    "zh": "语言模型的回答没有引用任何来源，因此不予显示；以下是匹配的知识库条目。",
+    "en": "The language model's answer cited no source, so it is not shown; this is the entry retrieval found.",
+    "zh": "语言模型的回答没有引用任何来源，因此不予显示；以下是检索到的知识库条目。",
 }
 
 

@@ -169,7 +169,7 @@ def test_model_failure_gives_the_extractive_answer_with_a_notice(stub, results, 
     elapsed = time.monotonic() - started
     assert answer.mode == "extractive"
     assert answer.text == extractive(result).text and answer.citations == extractive(result).citations
-    assert notice in answer.notice and answer.notice.endswith("showing the matching entry instead.")
+    assert notice in answer.notice and answer.notice.endswith("showing the entry retrieval found instead.")
     assert elapsed < 3.0, elapsed  # the timeout setting bounds the wait
     if stream and case != "trickle":
         assert tokens == [answer.text]  # nothing came from the model: the fallback is streamed

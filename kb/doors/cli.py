@@ -273,6 +273,12 @@ def _add_eval_command(sub) -> None:
         action="store_true",
         help="skip the cross-validation on real-post sets (only the committed model's numbers)",
     )
+    sp.add_argument(
+        "--llm",
+        action="store_true",
+        help="also send each answer to the configured language model (KB_LLM_MODEL) as `kb ask` "
+        "does, and report its verdicts and citations as the system 'ours + LLM'",
+    )
     sp.set_defaults(func=_lazy("evaluation.run", "eval_command"))
 
 

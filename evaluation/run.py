@@ -7,6 +7,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from kb.config import Settings, load_settings
@@ -164,8 +165,8 @@ def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
 
 
 def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training, k, cross_validate, progress,
-              chat=None):  # fmt: skip
-    """`chat`: None, or the settings (and chat model, or None for the configured one) of `--llm`."""
+              read_by_model: Callable | None = None):  # fmt: skip
+    """`read_by_model`: `--llm`'s reader of the committed model's answers (llm_stage.read_by_model)."""
     from index.search import Searcher
 
     searchers = {name: Searcher(t.loaded, embedder, model) for name, t in targets.items()}
@@ -175,8 +176,8 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     for ex in examples:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, ex.searcher.model, k))
     res.judged["ours"] = _judge_all(gold, by_row, targets, k)
-    if chat is not None:
-        read, res.llm = llm_stage.read_by_model(examples, chat[0], k, progress, model=chat[1])
+    if read_by_model is not None:
+        read, res.llm = read_by_model(examples, k=k, progress=progress)
         res.judged[llm_stage.SYSTEM] = _judge_all(gold, read, targets, k)
     if not (cross_validate and gold.per_row_kb):
         return
@@ -240,6 +241,7 @@ def evaluate(
     indexes = indexes or Indexes(settings, index, progress)
     embedder = embedder_for(settings)
     training = _Training(indexes, embedder, progress)
+    reader = partial(llm_stage.read_by_model, settings=settings, model=chat_model) if llm else None
     results = []
     for path in gold_paths:
         gold = load_gold(path, settings.shared)
@@ -251,8 +253,7 @@ def evaluate(
         res = SetResult(gold, label, unresolved=unresolved(gold, targets))
         for name in systems:
             if name == "ours":
-                chat = (settings, chat_model) if llm else None
-                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress, chat)
+                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress, reader)
             else:
                 _run_baseline(res, name, gold, targets, embedder, k, progress, settings)
         results.append(res)

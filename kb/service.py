@@ -140,13 +140,13 @@ class KnowledgeBase:
         use_llm = self.chat_model is not None or self.settings.llm_enabled
         if use_llm and not result.no_match:
             # The model reads the closest entries too, not only confident matches: on the real
-            # posts about half of the answerable ones (57 of 108, cross-validated) and 20-23 of the
-            # 31 unanswerable ones get only a closest entry, because the gate cannot tell a near
-            # miss from the answer (held-out AUC 0.57). Asked only about confident matches, even a
-            # perfect reader could turn away at most 4 of those 31. The model cites the entry that
-            # answers (its commands are checked against it) or says none applies ("no match"); an
-            # answer citing nothing falls back to the closest-entry answer. With no match at all
-            # there is nothing to read: the model is never asked to invent an answer.
+            # posts about half of the answerable ones (57 of 108 in a cross-validated split) and
+            # 20-23 of the 31 unanswerable ones get only a closest entry, because the gate cannot
+            # tell a near miss from the answer (held-out AUC 0.57). Asked only about confident
+            # matches, even a perfect reader could turn away at most 4 of those 31. The model cites
+            # the entry that answers (its commands are checked against it) or says none applies
+            # ("no match"); an answer citing nothing falls back to the closest-entry answer. With
+            # no match at all there is nothing to read: the model is never asked to invent one.
             from .llm import llm_answer
 
             return llm_answer(

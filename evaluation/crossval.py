@@ -104,12 +104,17 @@ def collect(
     return out
 
 
-def decide(ex: Example, model, k: int) -> Outcome:
+def decided(ex: Example, model, k: int):
+    """The search result for an example under `model` (index.search.SearchResult), and its Outcome."""
     t0 = time.perf_counter()
     r = ex.searcher.decide(ex.row.query, ex.candidates, k, model)
     ranking = [Shown(h.entry, h.translation) for h in (r.hits or r.suggestions)]
     latency = ex.search_s + time.perf_counter() - t0
-    return Outcome(r.no_match, [] if r.no_match else ranking, ranking, latency, r.confidence, r.weak)
+    return r, Outcome(r.no_match, [] if r.no_match else ranking, ranking, latency, r.confidence, r.weak)
+
+
+def decide(ex: Example, model, k: int) -> Outcome:
+    return decided(ex, model, k)[1]
 
 
 def _top_right(ex: Example, faqs) -> bool:

@@ -32,10 +32,9 @@ from .metrics import Outcome, Shown
 SYSTEM = "ours + LLM"
 
 
-def _reordered(result, answer) -> list[Shown]:
+def _reordered(ranking: list[Shown], answer) -> list[Shown]:
     """Retrieval's ranking with the cited entries first (a cited source is the hit itself or, for
     a reader of the other language, its translation)."""
-    ranking = [Shown(h.entry, h.translation) for h in result.hits]
     cited_ids = [c.entry.id for c in answer.citations]
 
     def cites(s: Shown, entry_id: str) -> bool:
@@ -48,13 +47,14 @@ def _reordered(result, answer) -> list[Shown]:
 
 def read_by_model(
     examples: Sequence[Example],
+    decisions: Sequence[tuple],
     settings: Settings,
-    k: int,
     progress: Callable | None = None,
     model=None,
 ) -> tuple[dict[str, list[Outcome]], dict]:
     """Outcomes per row id after the model read each answered example, and what the model did.
-    `model`: a chat model to use instead of the one settings.llm names."""
+    `decisions`: per example, retrieval's (SearchResult, Outcome) (crossval.decided); `model`: a
+    chat model to use instead of the one settings.llm names."""
     from kb.llm import chat_model, llm_answer
 
     if model is None:
@@ -67,23 +67,19 @@ def read_by_model(
     by_row: dict[str, list[Outcome]] = {}
     counts = {"asked": 0, "no_source_applies": 0, "cited": 0, "fell_back": 0, "changed_first": 0}
     seconds: list[float] = []
-    for n, ex in enumerate(examples, 1):
-        t0 = time.perf_counter()
-        result = ex.searcher.decide(ex.row.query, ex.candidates, k, ex.searcher.model)
-        ranking = [Shown(h.entry, h.translation) for h in (result.hits or result.suggestions)]
-        shown = [] if result.no_match else ranking
-        out = Outcome(result.no_match, shown, ranking, ex.search_s, result.confidence, result.weak)
+    for n, (ex, (result, out)) in enumerate(zip(examples, decisions, strict=True), 1):
         if not result.no_match:
             counts["asked"] += 1
+            t0 = time.perf_counter()
             answer = llm_answer(result, settings.llm, model=model)
             seconds.append(time.perf_counter() - t0)
             if answer.no_match:
                 counts["no_source_applies"] += 1
-                out = Outcome(True, [], ranking, out.latency_s, result.confidence)
+                out = Outcome(True, [], out.ranking, out.latency_s, result.confidence)
             elif answer.mode == "llm" and answer.citations:
                 counts["cited"] += 1
-                first = _reordered(result, answer)
-                counts["changed_first"] += first[0] != ranking[0]
+                first = _reordered(out.ranking, answer)
+                counts["changed_first"] += first[0] != out.ranking[0]
                 out = Outcome(False, first, first, out.latency_s, result.confidence)
             else:
                 counts["fell_back"] += 1

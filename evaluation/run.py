@@ -172,12 +172,13 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     searchers = {name: Searcher(t.loaded, embedder, model) for name, t in targets.items()}
     warm_up(_SearcherSystem(next(iter(searchers.values()))))
     examples = crossval.collect(gold, searchers, progress)
+    decisions = [crossval.decided(ex, ex.searcher.model, k) for ex in examples]
     by_row: dict[str, list[Outcome]] = {}
-    for ex in examples:
-        by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, ex.searcher.model, k))
+    for ex, (_, outcome) in zip(examples, decisions, strict=True):
+        by_row.setdefault(ex.row.id, []).append(outcome)
     res.judged["ours"] = _judge_all(gold, by_row, targets, k)
     if read_by_model is not None:
-        read, res.llm = read_by_model(examples, k=k, progress=progress)
+        read, res.llm = read_by_model(examples, decisions, progress=progress)
         res.judged[llm_stage.SYSTEM] = _judge_all(gold, read, targets, k)
     if not (cross_validate and gold.per_row_kb):
         return

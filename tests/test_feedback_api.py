@@ -4,13 +4,17 @@ refused is refused with the API's error shape and stores nothing."""
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
 from helpers import NCCL_LINE, call
+from openai_stub import OpenAIStub, Reply, Request
 
+from kb.config import LlmSettings
 from kb.feedback import MAX_COMMENT_CHARS, FeedbackStore
+from kb.llm import NONE_APPLIES
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +29,15 @@ def _gradio_files_here(tmp_path, monkeypatch):
 
 
 @contextmanager
-def served(seeds_kb, home, feedback: bool = True):
+def served(seeds_kb, home, feedback: bool = True, llm=None):
     """The chat + API app over the seeds index with its home (and feedback store) in `home`."""
     from kb.doors.host.app import create_app
     from kb.doors.host.server import Served
     from kb.service import KnowledgeBase
 
     settings = replace(seeds_kb.settings, home=str(home), feedback=feedback)
+    if llm is not None:
+        settings = replace(settings, llm=llm)
     kb = KnowledgeBase(settings, seeds_kb.index_dir, embedder=seeds_kb.embedder)
     server = Served(create_app(kb)).start()
     try:
@@ -102,3 +108,67 @@ def test_turned_off_it_says_so(seeds_kb, tmp_path):
         assert status == 503 and "feedback is turned off" in body["error"]
         assert call(base, "POST", "/api/search", body={"query": BREAD})[0] == 200
     assert not (tmp_path / "feedback.sqlite3").exists()
+
+
+# Retrieval calls this a closest entry, with another entry first; the answer is "NCCL error(5)"
+# (one card used by several processes), fourth among the sources a model reads.
+DUPLICATE_GPU = (
+    "Multi-GPU training fails with Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
+)
+
+
+def _cites_error_5(request: Request) -> Reply:
+    """A model that knows Duplicate GPU means NCCL error(5): it cites that source when it is given."""
+    user = request.body["messages"][-1]["content"]
+    for n, title in re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user):
+        if "NCCL error(5)" in title:
+            return Reply(f"One card is used by two processes [{n}].")
+    return Reply(f"{NONE_APPLIES}\n")
+
+
+def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_path):
+    retrieval = seeds_kb.search(DUPLICATE_GPU)
+    assert retrieval.strength == "weak" and "NCCL error(5)" not in retrieval.hits[0].entry.title, (
+        "the premise: retrieval alone shows another entry, as its closest"
+    )
+    with OpenAIStub(respond=_cites_error_5) as stub:
+        llm = LlmSettings(model="stub-model", base_url=stub.base_url, timeout_s=5.0, max_retries=0)
+        with served(seeds_kb, tmp_path, llm=llm) as base:
+            status, answer, _ = call(base, "POST", "/api/ask", body={"query": DUPLICATE_GPU})
+            assert status == 200 and answer["mode"] == "llm" and answer["match"] == "match"
+            assert answer["citations"][0]["title"] == "NCCL error(5)"
+            vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": answer}
+            status, body, _ = call(base, "POST", "/api/feedback", body=vote)
+            assert status == 201 and body["shown"]["match"] == "match"
+            assert [e["title"] for e in body["shown"]["entries"]] == ["NCCL error(5)"]
+            # Without the answer, the vote is stored with what retrieval shows: not what was read.
+            status, plain, _ = call(
+                base, "POST", "/api/feedback", body={"query": DUPLICATE_GPU, "vote": "up"}
+            )
+            assert status == 201 and plain["shown"]["match"] == "weak"
+            assert plain["shown"]["entries"][0]["title"] != "NCCL error(5)"
+            _, searched, _ = call(base, "POST", "/api/search", body={"query": BREAD})
+            status, gap, _ = call(
+                base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "answer": searched}
+            )
+            assert status == 201 and gap["in_queue"] is True and gap["shown"]["match"] == "none"
+            assert [e["title"] for e in gap["shown"]["entries"]] == [
+                h["title"] for h in searched["suggestions"]
+            ]
+
+            stranger = {**answer, "citations": [{**answer["citations"][0], "entry_id": "no-such-entry"}]}
+            refused = [
+                ({"answer": "it said error(5)"}, 'field "answer" must be the object /api/ask'),
+                ({"answer": {**answer, "match": "sure"}}, 'no "match" of "match", "weak" or "none"'),
+                ({"answer": {**answer, "query": NCCL_LINE}}, "answers another query"),
+                ({"answer": {**answer, "citations": "[1]"}}, '"citations" must be a list'),
+                ({"answer": stranger}, "an entry this index does not hold ('no-such-entry')"),
+            ]
+            for extra, message in refused:
+                status, error, _ = call(
+                    base, "POST", "/api/feedback", body={"query": DUPLICATE_GPU, "vote": "down", **extra}
+                )
+                assert (status, error["status"]) == (422, 422) and message in error["error"], error
+    votes = [r for r in FeedbackStore(tmp_path / "feedback.sqlite3").rows() if r.vote]
+    assert [(r.vote, r.match) for r in votes] == [("up", "match"), ("up", "weak"), ("down", "none")]
+    assert [e["title"] for e in votes[0].shown] == ["NCCL error(5)"]

@@ -4,7 +4,7 @@
     POST /api/ask      {"query": str, "lang"?: ..., "history"?: [{"role", "content"}]} -> schema.ask_json
     GET  /api/health   index stats (entries per language, embedder, build time)
     GET  /api/entry/ID schema.entry_json (the entry and its other-language version)
-    POST /api/feedback {"query", "vote": "up"|"down", "comment"?, "right_entry"?, "lang"?} (feedback_api.py)
+    POST /api/feedback {"query", "vote": "up"|"down", "comment"?, "right_entry"?, "lang"?, "answer"?} (feedback_api.py)
     GET  /entry/ID     the entry as HTML (`?fragment=1`: the piece the chat's side panel shows)
 
 Errors are JSON `{"error", "status"}`; a KbError the user can fix (an empty query, ...) is 422.

@@ -154,7 +154,9 @@ def _blocks(text: str) -> list[str]:
         if seg.code:
             out.append("\n".join(seg.lines))
         else:
-            out += [p for p in re.split(r"\n\s*\n", "\n".join(seg.lines)) if p.strip()]
+            # A paragraph next to a fence keeps the fence's blank line: trimmed, so that
+            # joining blocks with one blank line gives one blank line.
+            out += [p.strip("\n") for p in re.split(r"\n\s*\n", "\n".join(seg.lines)) if p.strip()]
     return out
 
 

@@ -71,3 +71,27 @@ def test_a_command_the_model_already_shows_is_not_listed_again():
     assert [c.text for c in present(answer).commands] == ["ls /dev"]
     assert render_text(answer).count("npu-smi info") == 1
     assert render_answer(answer).count("npu-smi info") == 1
+
+
+def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    body = (
+        "A: Raise the window on every node before launch:\n\n"
+        "```bash\nexport MS_NODE_TIMEOUT=900\n```\n\n"
+        "Above 128 cards, 900 to 1800 seconds.\n\n"
+        "Why: the exchange runs on the host."
+    )
+    e = replace(entry(1), body=body, commands=("export MS_NODE_TIMEOUT=900",))
+    answer = extractive(SearchResult("cluster hangs at start", "en", [hit(e, None)], weak=True))
+    paragraphs = answer.text.split("\n\n")
+    assert paragraphs[:3] == [
+        "Raise the window on every node before launch:",
+        "Above 128 cards, 900 to 1800 seconds.",
+        "Why: the exchange runs on the host.",
+    ]
+    assert "\n\n\n" not in answer.text and "export" not in answer.text and answer.commands == ()
+    assert LABELS["en"]["code_in_source"] in paragraphs[3]

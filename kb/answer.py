@@ -246,18 +246,27 @@ def related_hits(hits: list[Hit]) -> list[Hit]:
     return [hits[0], *(h for h in hits[1:] if h.score > 0 and h.score >= RELATED_SHARE * top)]
 
 
+QUOTED_LINES = 1500  # read from each end of a paste for the quote: errors sit near its end
+
+
 def matched_line(result: SearchResult) -> str:
     """The line of the person's paste that the answer matched: the error line that reproduced
     the entry's signature, quoted so the reader sees why this entry was chosen."""
     if not result.hits or not result.hits[0].matched_signature:
         return ""
     sig = result.hits[0].matched_signature
-    lines = [ln for ln in (result.post.errors if result.post else result.signature_lines) if ln.strip()]
     words = set(re.findall(r"\w+", sig.lower()))
 
     def overlap(line: str) -> float:
         return len(words & set(re.findall(r"\w+", line.lower()))) / max(1, len(words))
 
-    best = max(lines, key=overlap, default="")
-    line = best if best and overlap(best) >= 0.5 else sig
-    return line.strip()[:300]
+    # Quoted as pasted first: the post reader's error lines are normalised ("[Rank 3]" loses its 3).
+    pasted = result.query.splitlines()
+    if len(pasted) > 2 * QUOTED_LINES:
+        pasted = pasted[:QUOTED_LINES] + pasted[-QUOTED_LINES:]
+    read = result.post.errors if result.post else result.signature_lines
+    for lines in (pasted, read):
+        best = max((ln for ln in lines if ln.strip()), key=overlap, default="")
+        if best and overlap(best) >= 0.5:
+            return best.strip()[:300]
+    return sig.strip()[:300]

@@ -95,3 +95,21 @@ def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
     ]
     assert "\n\n\n" not in answer.text and "export" not in answer.text and answer.commands == ()
     assert LABELS["en"]["code_in_source"] in paragraphs[3]
+
+
+def test_the_matched_line_is_quoted_as_it_was_pasted():
+    from index.search import SearchResult
+    from kb.answer import matched_line
+
+    pasted = "[E ProcessGroupNCCL.cpp:828] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7)"
+    noise = [f"step {i} loss 0.{i}" for i in range(5000)]  # a long log: the error near its end
+    query = "\n".join([*noise, pasted, "train.py FAILED"])
+    signature = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE)"
+    e = hit(entry(1), None)
+    found = Hit(e.entry, 1.0, 1, 1, 0.9, signature)
+    normalised = ("[E ProcessGroupNCCL.cpp] [Rank] Watchdog caught collective operation timeout",)
+    result = SearchResult(query, "en", [found], signature_lines=normalised)
+    assert matched_line(result) == pasted  # the rank's number kept
+    # A paste where no line carries the signature's words quotes the entry's signature.
+    elsewhere = SearchResult("the job hangs", "en", [found], signature_lines=())
+    assert matched_line(elsewhere) == signature

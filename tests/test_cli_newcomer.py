@@ -229,9 +229,9 @@ def test_cli_8_a_terminal_gets_a_bar():
 @pytest.mark.slow
 def test_cli_9_stats_human_by_default_json_on_request(bundled_kb):
     human = run_kb("stats")
-    assert human.returncode == 0 and re.search(r"^entries:\s+124 \(zh 62, en 62;", human.stdout, re.M)
+    assert human.returncode == 0 and re.search(r"^entries:\s+130 \(zh 65, en 65;", human.stdout, re.M)
     assert not human.stdout.lstrip().startswith("{")
-    assert json.loads(run_kb("stats", "--json").stdout)["entries"] == 124
+    assert json.loads(run_kb("stats", "--json").stdout)["entries"] == 130
 
 
 # 11. The README tells an ordinary machine where torch's CPU build is, and CI's command is unchanged.

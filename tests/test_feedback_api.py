@@ -147,6 +147,10 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
             )
             assert status == 201 and plain["shown"]["match"] == "weak"
             assert plain["shown"]["entries"][0]["title"] != "NCCL error(5)"
+            # A follow-up answered together with the earlier question echoes both.
+            followed = {**answer, "query": "Which NCCL error is it?\n" + DUPLICATE_GPU}
+            vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": followed}
+            assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
             _, searched, _ = call(base, "POST", "/api/search", body={"query": BREAD})
             status, gap, _ = call(
                 base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "answer": searched}
@@ -170,5 +174,10 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
                 )
                 assert (status, error["status"]) == (422, 422) and message in error["error"], error
     votes = [r for r in FeedbackStore(tmp_path / "feedback.sqlite3").rows() if r.vote]
-    assert [(r.vote, r.match) for r in votes] == [("up", "match"), ("up", "weak"), ("down", "none")]
+    assert [(r.vote, r.match) for r in votes] == [
+        ("up", "match"),
+        ("up", "weak"),
+        ("up", "match"),
+        ("down", "none"),
+    ]
     assert [e["title"] for e in votes[0].shown] == ["NCCL error(5)"]

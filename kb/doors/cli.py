@@ -245,7 +245,7 @@ def _add_core_commands(sub) -> None:
         sp.add_argument("--json", action="store_true", help="print one JSON object")
         sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
         if name == "search":
-            sp.add_argument("--k", type=k_value, help=f"number of hits, 1-{MAX_K} (default: top_k, 5)")
+            sp.add_argument("-k", "--k", type=k_value, help=f"number of hits, 1-{MAX_K} (default: top_k, 5)")
         sp.set_defaults(func=func)
 
     sp = sub.add_parser("stats", help="show what the index holds")

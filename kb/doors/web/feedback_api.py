@@ -73,7 +73,8 @@ def _shown_field(body: dict, query: str, kb) -> Shown | None:
     if answer.get("match") not in STRENGTHS:
         raise RequestError(422, 'field "answer" has no "match" of "match", "weak" or "none"')
     echoed = answer.get("query")
-    if isinstance(echoed, str) and not answer.get("query_truncated") and echoed != query:
+    # A follow-up in a conversation may be answered as searched with the earlier question before it.
+    if isinstance(echoed, str) and not answer.get("query_truncated") and query not in echoed:
         raise RequestError(422, 'field "answer" answers another query than "query"')
     # The entries it showed, read as shown_by reads an Answer (ask) or a SearchResult (search).
     nearest = _listed(answer, "suggestions") if answer["match"] == "none" else []

@@ -30,7 +30,8 @@ COMMAND_WORDS = frozenset(
     reboot shutdown ibstat ibv_devinfo ibv_devices echo source sh bash apt apt-get yum git rm dd mkfs
     chmod chown mkdir cp mv ln vim vi nano tail head grep env npu-smi hccn_tool df free mount
     set setx ldd nproc lspci ethtool numactl taskset bash.exe make cmake deepspeed horovodrun
-    paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod""".split()
+    paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod
+    dmesg journalctl py-spy iperf3 strace fuser uname""".split()
 )
 # Single words that are complete commands on their own (`kill` alone is a word in a sentence).
 STANDALONE = frozenset(

@@ -40,6 +40,8 @@ def test_inline_code_on_one_line_is_no_open_fence():
         ("./run.sh", False, True),
         ("make && make install", True, True),
         ("foo | grep bar", False, True),  # shell operators: runnable, but no FAQ command word
+        ('dmesg -T | grep -i "killed process"', True, True),  # the kernel's log, for an OOM kill
+        ("py-spy dump --pid 5122", True, True),  # where a hung process waits
         ("kill", False, False),  # a word in a sentence
         ("# a comment", False, False),
     ],

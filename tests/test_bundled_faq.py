@@ -1,0 +1,60 @@
+"""The bundled FAQ (kb/data/faq) answers the launch failures people paste most, as whole logs
+and as questions in the other language: the NCCL watchdog timeout, a rendezvous port already in
+use and a rank killed by SIGKILL. Before these entries the watchdog log got an Ascend
+`MS_NODE_TIMEOUT` entry as its closest. The logs are our own, written for these tests."""
+
+from __future__ import annotations
+
+import pytest
+
+WATCHDOG_LOG = """\
+[rank3]:[E1123 09:12:44.120 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation \
+timeout: WorkNCCL(SeqNum=4211, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, \
+Timeout(ms)=600000) ran for 600112 milliseconds before timing out.
+[rank3]:[E1123 09:12:44.121 ProcessGroupNCCL.cpp:1537] [PG 0 Rank 3] Timeout at NCCL work: 4211
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+train.py FAILED
+"""
+PORT_LOG = """\
+$ torchrun --nproc_per_node 4 train.py
+[W socket.cpp:464] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 98 - Address already in use).
+RuntimeError: The server socket has failed to listen on any local network address. \
+port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use
+"""
+SIGKILL_LOG = """\
+WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 5121 closing signal SIGTERM
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 (pid: 5122) \
+of binary: /usr/bin/python3
+Signal 9 (SIGKILL) received by PID 5122
+"""
+
+CASES = [
+    (WATCHDOG_LOG, "Watchdog caught collective operation timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
+    (PORT_LOG, "Address already in use", "--master_port"),
+    (SIGKILL_LOG, "Signal 9 (SIGKILL)", "dmesg"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("log", "title", "command"), CASES, ids=["watchdog", "port", "sigkill"])
+def test_a_pasted_log_gets_its_entry_as_a_match_with_its_commands(bundled_kb, log, title, command):
+    result = bundled_kb.search(log)
+    assert result.strength == "match" and title in result.hits[0].entry.title
+    answer = bundled_kb.ask(log)
+    assert answer.lang == "en" and any(command in c for c in answer.commands), answer.commands
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        ("torchrun 启动报 Address already in use，29500 端口被占用了怎么办？", "Address already in use"),
+        ("训练进程被 kill 了，exitcode -9，日志里没有任何报错", "Signal 9 (SIGKILL)"),
+    ],
+)
+def test_a_chinese_question_finds_the_entry_in_chinese(bundled_kb, question, title):
+    result = bundled_kb.search(question)
+    assert not result.no_match and result.lang == "zh"
+    top = result.hits[0]
+    shown = top.translation if top.entry.lang != "zh" else top.entry
+    assert shown is not None and shown.lang == "zh" and title in shown.title

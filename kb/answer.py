@@ -93,9 +93,14 @@ class Answer:
 _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
 
 
+QUOTED_OUTPUT_LINES = 3  # an output block this short, introduced by "…is:", is what the sentence shows
+
+
 def _prose_and_command_blocks(body: str) -> str:
     """The body without illustrative output: prose plus the shell blocks that hold commands,
-    so a sentence ending in "run this:" keeps what it introduces. An unclosed block is dropped."""
+    so a sentence ending in "run this:" keeps what it introduces. An output block is kept only
+    when a sentence introduces it and it is a line or three ("whose last log line is:"); a long
+    listing or a healthy log is left in the source. An unclosed block is dropped."""
     out: list[str] = []
     for seg in segments(body):
         if not seg.code:
@@ -103,7 +108,9 @@ def _prose_and_command_blocks(body: str) -> str:
             continue
         opening = FENCE_OPEN.match(seg.lines[0])
         closed = len(seg.lines) > 1 and opening is not None and closes(seg.lines[-1], opening.group(2))
-        if closed and seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines))):
+        holds_commands = seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines)))
+        introduced = next((ln.rstrip() for ln in reversed(out) if ln.strip()), "").endswith((":", "："))
+        if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= QUOTED_OUTPUT_LINES)):
             out.extend(seg.lines)
     return "\n".join(out)
 
@@ -140,11 +147,21 @@ def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
 
 
 def _without_code(text: str, lang: str) -> str:
-    """A weak match's text: its code blocks (the commands) left in the source."""
-    kept = [b for b in _blocks(text) if not FENCE_OPEN.match(b)]
-    if len(kept) < len(_blocks(text)):
+    """A weak match's text: its code left in the source; only a quoted log line stays."""
+    blocks = _blocks(text)
+    kept = [b for b in blocks if not FENCE_OPEN.match(b) or _quotes_output(b)]
+    if len(kept) < len(blocks):
         kept.append(LABELS[lang]["code_in_source"])
     return "\n\n".join(kept)
+
+
+_OUTPUT_INFO = ("", "text", "txt", "log", "output", "plaintext")
+
+
+def _quotes_output(block: str) -> bool:
+    """A fenced block that shows output (a log line), not code or commands to run."""
+    m = FENCE_OPEN.match(block)
+    return m is not None and m.group(3).lower() in _OUTPUT_INFO and not any(commands(block))
 
 
 def _blocks(text: str) -> list[str]:
@@ -219,7 +236,8 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     # the answer's heading, with the match strength (kb/present.py). A weak match shows the entry
     # without its commands: a wrong answer with a command is worse than none.
     body = _without_code(key_text(best), lang) if result.weak else key_text(best)
-    text = f"{body} [1]"
+    # The note on left-out commands already points at source [1]: not a second [1] after it.
+    text = body if body.endswith(LABELS[lang]["code_in_source"]) else f"{body} [1]"
     return Answer(
         query=result.query,
         lang=lang,

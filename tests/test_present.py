@@ -94,7 +94,7 @@ def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
         "Why: the exchange runs on the host.",
     ]
     assert "\n\n\n" not in answer.text and "export" not in answer.text and answer.commands == ()
-    assert LABELS["en"]["code_in_source"] in paragraphs[3]
+    assert paragraphs[3] == LABELS["en"]["code_in_source"]  # it cites [1]: no second [1] after it
 
 
 def test_the_matched_line_is_quoted_as_it_was_pasted():
@@ -113,3 +113,28 @@ def test_the_matched_line_is_quoted_as_it_was_pasted():
     # A paste where no line carries the signature's words quotes the entry's signature.
     elsewhere = SearchResult("the job hangs", "en", [found], signature_lines=())
     assert matched_line(elsewhere) == signature
+
+
+def test_a_short_output_a_sentence_introduces_stays_code_and_listings_do_not():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    listing = "\n".join(f"GPU {i}: NVIDIA A100 (UUID: GPU-{i:04d})" for i in range(8))
+    body = (
+        "A: The ranks stop at NCCL's start, whose last log line is:\n\n"
+        "```text\nStart initializing NCCL communicator for device 1\n```\n\n"
+        "A healthy node lists every card:\n\n"
+        f"```text\n{listing}\n```\n\n"
+        "Cap the memory the framework takes:\n\n"
+        '```python\nms.runtime.set_memory(max_size="26GB")\n```'
+    )
+    e = replace(entry(1), body=body)
+    shown = extractive(SearchResult("ranks hang", "en", [hit(e, None)])).text
+    assert "Start initializing NCCL communicator" in shown  # what "is:" introduces
+    assert "GPU 7: NVIDIA" not in shown  # an eight-line listing stays in the source
+    assert 'set_memory(max_size="26GB")' in shown
+    closest = extractive(SearchResult("ranks hang", "en", [hit(e, None)], weak=True)).text
+    assert "Start initializing NCCL communicator" in closest  # a log line is no command
+    assert "set_memory" not in closest and LABELS["en"]["code_in_source"] in closest

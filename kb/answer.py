@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from index.search import Hit, SearchResult
 from index.views import answer_text
-from ingest.code import FENCE_OPEN, closes, segments
+from ingest.code import FENCE_OPEN, PROMPT, closes, looks_like_command, segments
 from ingest.entry import Entry
 from ingest.signals import commands
 
@@ -93,14 +93,15 @@ class Answer:
 _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
 
 
-QUOTED_OUTPUT_LINES = 3  # an output block this short, introduced by "…is:", is what the sentence shows
+INTRODUCED_BLOCK_LINES = 3  # a block this short after "…is:" is what the sentence shows
 
 
 def _prose_and_command_blocks(body: str) -> str:
     """The body without illustrative output: prose plus the shell blocks that hold commands,
-    so a sentence ending in "run this:" keeps what it introduces. An output block is kept only
-    when a sentence introduces it and it is a line or three ("whose last log line is:"); a long
-    listing or a healthy log is left in the source. An unclosed block is dropped."""
+    so a sentence ending in "run this:" keeps what it introduces. Any other block (a log line,
+    a setting in Python) is kept only when a sentence ending in a colon introduces it and it is
+    a line or three ("whose last log line is:"); a long listing or a healthy log is left in the
+    source. An unclosed block is dropped."""
     out: list[str] = []
     for seg in segments(body):
         if not seg.code:
@@ -110,7 +111,7 @@ def _prose_and_command_blocks(body: str) -> str:
         closed = len(seg.lines) > 1 and opening is not None and closes(seg.lines[-1], opening.group(2))
         holds_commands = seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines)))
         introduced = next((ln.rstrip() for ln in reversed(out) if ln.strip()), "").endswith((":", "："))
-        if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= QUOTED_OUTPUT_LINES)):
+        if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= INTRODUCED_BLOCK_LINES)):
             out.extend(seg.lines)
     return "\n".join(out)
 
@@ -161,7 +162,11 @@ _OUTPUT_INFO = ("", "text", "txt", "log", "output", "plaintext")
 def _quotes_output(block: str) -> bool:
     """A fenced block that shows output (a log line), not code or commands to run."""
     m = FENCE_OPEN.match(block)
-    return m is not None and m.group(3).lower() in _OUTPUT_INFO and not any(commands(block))
+    if m is None or m.group(3).lower() not in _OUTPUT_INFO:
+        return False
+    # Line by line: commands() reads a block that is mostly output as output, commands and all.
+    lines = [PROMPT.sub("", ln).lstrip("+ ") for ln in block.splitlines()[1:-1]]
+    return not any(looks_like_command(ln) for ln in lines)  # a destructive one included
 
 
 def _blocks(text: str) -> list[str]:
@@ -225,6 +230,9 @@ def no_match_answer(
     )
 
 
+_CITES_FIRST_AT_END = re.compile(r"\[1\][.。)）]*\s*$")
+
+
 def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     lang = result.lang if result.lang in LABELS else "en"
     if result.no_match:
@@ -236,8 +244,8 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     # the answer's heading, with the match strength (kb/present.py). A weak match shows the entry
     # without its commands: a wrong answer with a command is worse than none.
     body = _without_code(key_text(best), lang) if result.weak else key_text(best)
-    # The note on left-out commands already points at source [1]: not a second [1] after it.
-    text = body if body.endswith(LABELS[lang]["code_in_source"]) else f"{body} [1]"
+    # A closing note (commands left out, the rest in the source) already points at [1].
+    text = body if _CITES_FIRST_AT_END.search(body) else f"{body} [1]"
     return Answer(
         query=result.query,
         lang=lang,
@@ -265,26 +273,42 @@ def related_hits(hits: list[Hit]) -> list[Hit]:
 
 
 QUOTED_LINES = 1500  # read from each end of a paste for the quote: errors sit near its end
+_WORD = re.compile(r"\w+")
+_UNPRINTABLE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # colours, controls
+
+
+def _words(line: str) -> set[str]:
+    return set(_WORD.findall(line.lower()))
 
 
 def matched_line(result: SearchResult) -> str:
     """The line of the person's paste that the answer matched: the error line that reproduced
-    the entry's signature, quoted so the reader sees why this entry was chosen."""
+    the entry's signature, quoted as it was pasted so the reader sees why this entry was chosen."""
     if not result.hits or not result.hits[0].matched_signature:
         return ""
     sig = result.hits[0].matched_signature
-    words = set(re.findall(r"\w+", sig.lower()))
+    words = _words(sig)
+    read = result.post.errors if result.post else result.signature_lines
+    best = max((ln for ln in read if ln.strip()), key=lambda ln: len(words & _words(ln)), default="")
+    if not best or len(words & _words(best)) * 2 < len(words):
+        return sig.strip()[:300]
+    return _as_pasted(best, result.query).strip()[:300]
 
-    def overlap(line: str) -> float:
-        return len(words & set(re.findall(r"\w+", line.lower()))) / max(1, len(words))
 
-    # Quoted as pasted first: the post reader's error lines are normalised ("[Rank 3]" loses its 3).
-    pasted = result.query.splitlines()
+def _as_pasted(line: str, query: str) -> str:
+    """The pasted line the post reader read as `line` (it normalises: "[Rank 3]" loses its 3),
+    without terminal colours; `line` itself when no pasted line holds nearly all its words."""
+    want = _words(line)
+    if not want:
+        return line
+    key = max(want, key=len)
+    pasted = query.splitlines()
     if len(pasted) > 2 * QUOTED_LINES:
         pasted = pasted[:QUOTED_LINES] + pasted[-QUOTED_LINES:]
-    read = result.post.errors if result.post else result.signature_lines
-    for lines in (pasted, read):
-        best = max((ln for ln in lines if ln.strip()), key=overlap, default="")
-        if best and overlap(best) >= 0.5:
-            return best.strip()[:300]
-    return sig.strip()[:300]
+    found, share = line, 0.9  # at least this share of its words
+    for raw in pasted:
+        if key in raw.lower():
+            s = len(want & _words(raw)) / len(want)
+            if s > share or (s == share and found is line):
+                found, share = _UNPRINTABLE.sub("", raw), s
+    return found

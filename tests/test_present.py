@@ -103,13 +103,14 @@ def test_the_matched_line_is_quoted_as_it_was_pasted():
 
     pasted = "[E ProcessGroupNCCL.cpp:828] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7)"
     noise = [f"step {i} loss 0.{i}" for i in range(5000)]  # a long log: the error near its end
-    query = "\n".join([*noise, pasted, "train.py FAILED"])
+    hint = "grep 'Watchdog caught' train.log  # where I looked"
+    query = "\n".join([hint, *noise, f"\x1b[31m{pasted}\x1b[0m", "train.py FAILED"])
     signature = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE)"
     e = hit(entry(1), None)
     found = Hit(e.entry, 1.0, 1, 1, 0.9, signature)
     normalised = ("[E ProcessGroupNCCL.cpp] [Rank] Watchdog caught collective operation timeout",)
     result = SearchResult(query, "en", [found], signature_lines=normalised)
-    assert matched_line(result) == pasted  # the rank's number kept
+    assert matched_line(result) == pasted  # the rank's number kept, the terminal's colours not
     # A paste where no line carries the signature's words quotes the entry's signature.
     elsewhere = SearchResult("the job hangs", "en", [found], signature_lines=())
     assert matched_line(elsewhere) == signature
@@ -138,3 +139,18 @@ def test_a_short_output_a_sentence_introduces_stays_code_and_listings_do_not():
     closest = extractive(SearchResult("ranks hang", "en", [hit(e, None)], weak=True)).text
     assert "Start initializing NCCL communicator" in closest  # a log line is no command
     assert "set_memory" not in closest and LABELS["en"]["code_in_source"] in closest
+    cleanup = replace(e, body="A: Its log ends with:\n\n```text\nKilled\nrm -rf /data/ckpt\nDone\n```")
+    weak = extractive(SearchResult("ranks hang", "en", [hit(cleanup, None)], weak=True)).text
+    assert "rm -rf" not in weak  # a command inside a block of output is still a command
+
+
+def test_a_shortened_answer_cites_its_source_once_at_the_end():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    long_body = "A: " + "\n\n".join(f"Step {i}: check the link of node {i} twice. " * 8 for i in range(12))
+    e = replace(entry(1), body=long_body)
+    text = extractive(SearchResult("links fail", "en", [hit(e, None)])).text
+    assert text.endswith(LABELS["en"]["more"]) and text.count("[1]") == 1

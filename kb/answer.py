@@ -202,9 +202,14 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def entry_in(hit: Hit, lang: str) -> Entry:
-    if hit.entry.lang != lang and hit.translation is not None and hit.translation.lang == lang:
-        return hit.translation
-    return hit.entry
+    return in_language(hit.entry, hit.translation, lang)
+
+
+def in_language(entry: Entry, translation: Entry | None, lang: str) -> Entry:
+    """The entry as the reader sees it: its translation when that is in the reader's language."""
+    if entry.lang != lang and translation is not None and translation.lang == lang:
+        return translation
+    return entry
 
 
 def no_match_text(result: SearchResult, lang: str) -> str:

@@ -151,6 +151,10 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
             followed = {**answer, "query": "Which NCCL error is it?\n" + DUPLICATE_GPU}
             vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": followed}
             assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
+            # The echo is the question as the service read it: a NUL byte became a space.
+            nul = {**answer, "query": DUPLICATE_GPU + " "}
+            vote = {"query": DUPLICATE_GPU + "\x00", "vote": "up", "answer": nul}
+            assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
             _, searched, _ = call(base, "POST", "/api/search", body={"query": BREAD})
             status, gap, _ = call(
                 base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "answer": searched}
@@ -162,10 +166,13 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
 
             stranger = {**answer, "citations": [{**answer["citations"][0], "entry_id": "no-such-entry"}]}
             refused = [
-                ({"answer": "it said error(5)"}, 'field "answer" must be the object /api/ask'),
+                ({"answer": "it said error(5)"}, 'field "answer": it must be the object /api/ask'),
                 ({"answer": {**answer, "match": "sure"}}, 'no "match" of "match", "weak" or "none"'),
-                ({"answer": {**answer, "query": NCCL_LINE}}, "answers another query"),
-                ({"answer": {**answer, "citations": "[1]"}}, '"citations" must be a list'),
+                ({"answer": {**answer, "query": NCCL_LINE}}, 'answers another question than "query"'),
+                ({"query": "GPU", "answer": answer}, "answers another question"),  # a part of it is not it
+                ({"answer": {k: v for k, v in answer.items() if k != "query"}}, 'it has no "query"'),
+                ({"answer": {**answer, "citations": "[1]"}}, 'its "citations" must be a list'),
+                ({"answer": {**answer, "citations": []}}, 'a "match" that shows no entry'),
                 ({"answer": stranger}, "an entry this index does not hold ('no-such-entry')"),
             ]
             for extra, message in refused:
@@ -177,7 +184,8 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
     assert [(r.vote, r.match) for r in votes] == [
         ("up", "match"),
         ("up", "weak"),
-        ("up", "match"),
+        ("up", "match"),  # the follow-up
+        ("up", "match"),  # the NUL byte
         ("down", "none"),
     ]
     assert [e["title"] for e in votes[0].shown] == ["NCCL error(5)"]

@@ -15,6 +15,7 @@ is turned off). The vote goes to the store every door shares (kb/feedback.py).
 """
 
 # No `from __future__ import annotations` here: FastAPI reads `request: Request` at runtime.
+from ...answer_json import shown_in_answer
 from ...errors import KbError
 from ...feedback import (
     MAX_COMMENT_CHARS,
@@ -26,7 +27,6 @@ from ...feedback import (
     shown_by,
 )
 from ...request import RequestError, json_type, lang_field, query_field
-from ...schema import entry_ref
 from ..host.live import LiveKb
 
 
@@ -48,62 +48,14 @@ def _vote_field(body: dict) -> str:
     return vote
 
 
-MAX_SHOWN_ENTRIES = 100
-STRENGTHS = ("match", "weak", "none")
-
-
-def _listed(answer: dict, name: str) -> list:
-    items = answer.get(name) or []
-    if not isinstance(items, list):
-        raise RequestError(422, f'field "answer": "{name}" must be a list, not {json_type(items)}')
-    return items
-
-
 def _shown_field(body: dict, query: str, kb) -> Shown | None:
-    """What the `answer` a client got (the JSON of /api/ask or /api/search) showed, checked
-    against this index; None when the field is not given."""
-    answer = body.get("answer")
-    if answer is None:
+    """What the `answer` the client got showed (kb/answer_json.py); None when not given."""
+    if body.get("answer") is None:
         return None
-    if not isinstance(answer, dict):
-        raise RequestError(
-            422,
-            f'field "answer" must be the object /api/ask or /api/search returned, not {json_type(answer)}',
-        )
-    if answer.get("match") not in STRENGTHS:
-        raise RequestError(422, 'field "answer" has no "match" of "match", "weak" or "none"')
-    echoed = answer.get("query")
-    # A follow-up in a conversation may be answered as searched with the earlier question before it.
-    if isinstance(echoed, str) and not answer.get("query_truncated") and query not in echoed:
-        raise RequestError(422, 'field "answer" answers another query than "query"')
-    # The entries it showed, read as shown_by reads an Answer (ask) or a SearchResult (search).
-    nearest = _listed(answer, "suggestions") if answer["match"] == "none" else []
-    if "citations" in answer:
-        listed = nearest + _listed(answer, "citations")
-    else:
-        listed = nearest or _listed(answer, "hits")
-    lang = "zh" if answer.get("lang") == "zh" else "en"  # as shown_by stores it
-    entries = tuple(entry_ref(_entry_shown(item, lang, kb)) for item in listed[:MAX_SHOWN_ENTRIES])
-    return Shown(answer["match"], lang, entries)
-
-
-def _entry_shown(item, lang: str, kb):
-    """The entry an answer's hit or citation showed: in the reader's language when the hit
-    carries its translation, as the doors show it (kb.answer.entry_in)."""
-    entries, by_id = kb.index.entries, kb.index.by_id
-    entry_id = item.get("entry_id") if isinstance(item, dict) else None
-    if not isinstance(entry_id, str) or entry_id not in by_id:
-        raise RequestError(
-            422,
-            f'field "answer" shows an entry this index does not hold ({str(entry_id)[:80]!r}): '
-            'send the answer this server gave, or leave "answer" out',
-        )
-    entry = entries[by_id[entry_id]]
-    translated = item.get("translation")
-    other = translated.get("entry_id") if isinstance(translated, dict) else None
-    if entry.lang != lang and other in by_id and entries[by_id[other]].lang == lang:
-        return entries[by_id[other]]
-    return entry
+    try:
+        return shown_in_answer(kb, query, body["answer"])
+    except KbError as e:
+        raise RequestError(422, f'field "answer": {e}') from None
 
 
 def add_feedback_api(app, live: LiveKb) -> None:

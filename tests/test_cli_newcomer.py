@@ -86,11 +86,12 @@ def test_cli_3_ask_from_a_log_prints_balanced_fences(bundled_kb):
 def test_cli_4_search_labels_ipcrm_and_does_not_list_named_inline_code(bundled_kb):
     from kb.present import CAUTION
 
-    p = run_kb(
-        "search", "--k", "1", "ipcs shows leftover shared memory segments after the multi-card job crashed"
+    p = run_kb(  # -k: the short spelling of --k
+        "search", "-k", "1", "ipcs shows leftover shared memory segments after the multi-card job crashed"
     )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
+    assert len([line for line in lines if re.match(r"\d+\. ", line)]) == 1  # one hit
     i = next(n for n, line in enumerate(lines) if "$ ipcrm -m <shmid>" in line)
     assert CAUTION["en"] in lines[i - 1]
     assert not [line for line in lines if line.strip() in ("$ ipcs", "$ git hash-object")]

@@ -126,60 +126,46 @@ def _cites_error_5(request: Request) -> Reply:
     return Reply(f"{NONE_APPLIES}\n")
 
 
-def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_path):
+@contextmanager
+def asked_with_a_model(seeds_kb, home):
+    """The app with a model that cites NCCL error(5) for DUPLICATE_GPU: its URL and /api/ask's JSON."""
     retrieval = seeds_kb.search(DUPLICATE_GPU)
     assert retrieval.strength == "weak" and "NCCL error(5)" not in retrieval.hits[0].entry.title, (
         "the premise: retrieval alone shows another entry, as its closest"
     )
     with OpenAIStub(respond=_cites_error_5) as stub:
         llm = LlmSettings(model="stub-model", base_url=stub.base_url, timeout_s=5.0, max_retries=0)
-        with served(seeds_kb, tmp_path, llm=llm) as base:
+        with served(seeds_kb, home, llm=llm) as base:
             status, answer, _ = call(base, "POST", "/api/ask", body={"query": DUPLICATE_GPU})
             assert status == 200 and answer["mode"] == "llm" and answer["match"] == "match"
             assert answer["citations"][0]["title"] == "NCCL error(5)"
-            vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": answer}
-            status, body, _ = call(base, "POST", "/api/feedback", body=vote)
-            assert status == 201 and body["shown"]["match"] == "match"
-            assert [e["title"] for e in body["shown"]["entries"]] == ["NCCL error(5)"]
-            # Without the answer, the vote is stored with what retrieval shows: not what was read.
-            status, plain, _ = call(
-                base, "POST", "/api/feedback", body={"query": DUPLICATE_GPU, "vote": "up"}
-            )
-            assert status == 201 and plain["shown"]["match"] == "weak"
-            assert plain["shown"]["entries"][0]["title"] != "NCCL error(5)"
-            # A follow-up answered together with the earlier question echoes both.
-            followed = {**answer, "query": "Which NCCL error is it?\n" + DUPLICATE_GPU}
-            vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": followed}
-            assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
-            # The echo is the question as the service read it: a NUL byte became a space.
-            nul = {**answer, "query": DUPLICATE_GPU + " "}
-            vote = {"query": DUPLICATE_GPU + "\x00", "vote": "up", "answer": nul}
-            assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
-            _, searched, _ = call(base, "POST", "/api/search", body={"query": BREAD})
-            status, gap, _ = call(
-                base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "answer": searched}
-            )
-            assert status == 201 and gap["in_queue"] is True and gap["shown"]["match"] == "none"
-            assert [e["title"] for e in gap["shown"]["entries"]] == [
-                h["title"] for h in searched["suggestions"]
-            ]
+            yield base, answer
 
-            stranger = {**answer, "citations": [{**answer["citations"][0], "entry_id": "no-such-entry"}]}
-            refused = [
-                ({"answer": "it said error(5)"}, 'field "answer": it must be the object /api/ask'),
-                ({"answer": {**answer, "match": "sure"}}, 'no "match" of "match", "weak" or "none"'),
-                ({"answer": {**answer, "query": NCCL_LINE}}, 'answers another question than "query"'),
-                ({"query": "GPU", "answer": answer}, "answers another question"),  # a part of it is not it
-                ({"answer": {k: v for k, v in answer.items() if k != "query"}}, 'it has no "query"'),
-                ({"answer": {**answer, "citations": "[1]"}}, 'its "citations" must be a list'),
-                ({"answer": {**answer, "citations": []}}, 'a "match" that shows no entry'),
-                ({"answer": stranger}, "an entry this index does not hold ('no-such-entry')"),
-            ]
-            for extra, message in refused:
-                status, error, _ = call(
-                    base, "POST", "/api/feedback", body={"query": DUPLICATE_GPU, "vote": "down", **extra}
-                )
-                assert (status, error["status"]) == (422, 422) and message in error["error"], error
+
+def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_path):
+    with asked_with_a_model(seeds_kb, tmp_path) as (base, answer):
+        vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": answer}
+        status, body, _ = call(base, "POST", "/api/feedback", body=vote)
+        assert status == 201 and body["shown"]["match"] == "match"
+        assert [e["title"] for e in body["shown"]["entries"]] == ["NCCL error(5)"]
+        # Without the answer, the vote is stored with what retrieval shows: not what was read.
+        status, plain, _ = call(base, "POST", "/api/feedback", body={"query": DUPLICATE_GPU, "vote": "up"})
+        assert status == 201 and plain["shown"]["match"] == "weak"
+        assert plain["shown"]["entries"][0]["title"] != "NCCL error(5)"
+        # A follow-up answered together with the earlier question echoes both.
+        followed = {**answer, "query": "Which NCCL error is it?\n" + DUPLICATE_GPU}
+        vote = {"query": DUPLICATE_GPU, "vote": "up", "answer": followed}
+        assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
+        # The echo is the question as the service read it: a NUL byte became a space.
+        nul = {**answer, "query": DUPLICATE_GPU + " "}
+        vote = {"query": DUPLICATE_GPU + "\x00", "vote": "up", "answer": nul}
+        assert call(base, "POST", "/api/feedback", body=vote)[0] == 201
+        _, searched, _ = call(base, "POST", "/api/search", body={"query": BREAD})
+        status, gap, _ = call(
+            base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "answer": searched}
+        )
+        assert status == 201 and gap["in_queue"] is True and gap["shown"]["match"] == "none"
+        assert [e["title"] for e in gap["shown"]["entries"]] == [h["title"] for h in searched["suggestions"]]
     votes = [r for r in FeedbackStore(tmp_path / "feedback.sqlite3").rows() if r.vote]
     assert [(r.vote, r.match) for r in votes] == [
         ("up", "match"),
@@ -189,3 +175,23 @@ def test_a_vote_with_the_answer_stores_what_the_model_answered(seeds_kb, tmp_pat
         ("down", "none"),
     ]
     assert [e["title"] for e in votes[0].shown] == ["NCCL error(5)"]
+
+
+def test_an_answer_that_is_not_the_one_given_is_refused_and_stores_nothing(seeds_kb, tmp_path):
+    with asked_with_a_model(seeds_kb, tmp_path) as (base, answer):
+        stranger = {**answer, "citations": [{**answer["citations"][0], "entry_id": "no-such-entry"}]}
+        refused = [
+            ({"answer": "it said error(5)"}, 'field "answer": it must be the object /api/ask'),
+            ({"answer": {**answer, "match": "sure"}}, 'no "match" of "match", "weak" or "none"'),
+            ({"answer": {**answer, "query": NCCL_LINE}}, 'answers another question than "query"'),
+            ({"query": "GPU", "answer": answer}, "answers another question"),  # a part of it is not it
+            ({"answer": {k: v for k, v in answer.items() if k != "query"}}, 'it has no "query"'),
+            ({"answer": {**answer, "citations": "[1]"}}, 'its "citations" must be a list'),
+            ({"answer": {**answer, "citations": []}}, 'a "match" that shows no entry'),
+            ({"answer": stranger}, "an entry this index does not hold ('no-such-entry')"),
+        ]
+        for extra, message in refused:
+            body = {"query": DUPLICATE_GPU, "vote": "down", **extra}
+            status, error, _ = call(base, "POST", "/api/feedback", body=body)
+            assert (status, error["status"]) == (422, 422) and message in error["error"], error
+    assert FeedbackStore(tmp_path / "feedback.sqlite3").rows() == []

@@ -49,7 +49,8 @@ def _check_same_question(query: str, answer: dict) -> None:
     asked = valid_text(query).replace("\x00", " ")
     if answer.get("query_truncated"):
         head = echoed.removesuffix(" …")
-        same = asked.startswith(head) or answer.get("query_chars", 0) > len(asked)  # a follow-up's
+        chars = answer.get("query_chars")
+        same = asked.startswith(head) or (isinstance(chars, int) and chars > len(asked))  # a follow-up's
     else:
         same = echoed == asked or echoed.endswith("\n" + asked)
     if not same:
@@ -74,5 +75,5 @@ def _entry_shown(kb, item: object, lang: str):
         )
     translated = item.get("translation") if isinstance(item, dict) else None
     other = translated.get("entry_id") if isinstance(translated, dict) else None
-    translation = entries[by_id[other]] if other in by_id else None
+    translation = entries[by_id[other]] if isinstance(other, str) and other in by_id else None
     return in_language(entries[by_id[entry_id]], translation, lang)

@@ -189,6 +189,11 @@ def test_an_answer_that_is_not_the_one_given_is_refused_and_stores_nothing(seeds
             ({"answer": {**answer, "citations": "[1]"}}, 'its "citations" must be a list'),
             ({"answer": {**answer, "citations": []}}, 'a "match" that shows no entry'),
             ({"answer": stranger}, "an entry this index does not hold ('no-such-entry')"),
+            ({"answer": {**answer, "citations": [{"entry_id": ["x"]}]}}, "an entry this index does not hold"),
+            (
+                {"answer": {**answer, "query": "…", "query_truncated": True, "query_chars": "9"}},
+                "another question",
+            ),
         ]
         for extra, message in refused:
             body = {"query": DUPLICATE_GPU, "vote": "down", **extra}

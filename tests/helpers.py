@@ -156,6 +156,25 @@ HCCL_LINE = "Init plugin so failed, ret = 1343225860"
 
 
 NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
+# Retrieval calls this a closest entry, with another entry first; the answer is "NCCL error(5)"
+# (one card used by several processes), fourth among the sources a language model reads.
+DUPLICATE_GPU = (
+    "Multi-GPU training fails with Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
+)
+
+
+def cites_error_5(request):
+    """A model (tests/openai_stub.py `respond=`) that knows Duplicate GPU means NCCL error(5): it
+    cites that source when it is among the ones it reads, and says none applies otherwise."""
+    from openai_stub import Reply
+
+    from kb.llm import NONE_APPLIES
+
+    user = request.body["messages"][-1]["content"]
+    for n, title in re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user):
+        if "NCCL error(5)" in title:
+            return Reply(f"One card is used by two processes [{n}].")
+    return Reply(f"{NONE_APPLIES}\n")
 
 
 @contextmanager

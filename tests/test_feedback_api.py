@@ -4,17 +4,15 @@ refused is refused with the API's error shape and stores nothing."""
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
-from helpers import NCCL_LINE, call
-from openai_stub import OpenAIStub, Reply, Request
+from helpers import DUPLICATE_GPU, NCCL_LINE, call, cites_error_5
+from openai_stub import OpenAIStub
 
 from kb.config import LlmSettings
 from kb.feedback import MAX_COMMENT_CHARS, FeedbackStore
-from kb.llm import NONE_APPLIES
 
 pytestmark = pytest.mark.slow
 
@@ -110,22 +108,6 @@ def test_turned_off_it_says_so(seeds_kb, tmp_path):
     assert not (tmp_path / "feedback.sqlite3").exists()
 
 
-# Retrieval calls this a closest entry, with another entry first; the answer is "NCCL error(5)"
-# (one card used by several processes), fourth among the sources a model reads.
-DUPLICATE_GPU = (
-    "Multi-GPU training fails with Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
-)
-
-
-def _cites_error_5(request: Request) -> Reply:
-    """A model that knows Duplicate GPU means NCCL error(5): it cites that source when it is given."""
-    user = request.body["messages"][-1]["content"]
-    for n, title in re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user):
-        if "NCCL error(5)" in title:
-            return Reply(f"One card is used by two processes [{n}].")
-    return Reply(f"{NONE_APPLIES}\n")
-
-
 @contextmanager
 def asked_with_a_model(seeds_kb, home):
     """The app with a model that cites NCCL error(5) for DUPLICATE_GPU: its URL and /api/ask's JSON."""
@@ -133,7 +115,7 @@ def asked_with_a_model(seeds_kb, home):
     assert retrieval.strength == "weak" and "NCCL error(5)" not in retrieval.hits[0].entry.title, (
         "the premise: retrieval alone shows another entry, as its closest"
     )
-    with OpenAIStub(respond=_cites_error_5) as stub:
+    with OpenAIStub(respond=cites_error_5) as stub:
         llm = LlmSettings(model="stub-model", base_url=stub.base_url, timeout_s=5.0, max_retries=0)
         with served(seeds_kb, home, llm=llm) as base:
             status, answer, _ = call(base, "POST", "/api/ask", body={"query": DUPLICATE_GPU})

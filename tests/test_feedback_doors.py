@@ -13,7 +13,8 @@ import sys
 import pytest
 from chat_page import ANSWERED, CHROMIUM, browser_page
 from conftest import ROOT
-from helpers import NCCL_LINE, SECRET, call, kb_serve, mention, post_event
+from helpers import DUPLICATE_GPU, NCCL_LINE, SECRET, call, cites_error_5, kb_serve, mention, post_event
+from openai_stub import OpenAIStub
 from slack_actions import feedback_click as click
 
 from kb.feedback import FeedbackStore
@@ -75,6 +76,39 @@ def test_terminal_votes_the_queue_and_gold_rows_kb_eval_reads(seeds_index, tmp_p
     assert overall["abstention"] == 1.0 and overall["hit@1"] == 0.0
     named_row = next(r for r in map(json.loads, gold.read_text().splitlines()[1:]) if r["expected"])
     assert [m["id"] for m in report["systems"]["ours"]["misses"]] == [named_row["id"]]
+
+
+def test_terminal_votes_on_the_answer_it_saved_from_kb_ask(seeds_index, tmp_path):
+    """With a language model, `kb ask` cites NCCL error(5) where retrieval's closest entry is
+    another; a vote with `--answer` is stored with what the person read, and the question is
+    taken from the answer when not given again."""
+    home, index, saved = tmp_path / "home", str(seeds_index), tmp_path / "answer.json"
+    with OpenAIStub(respond=cites_error_5) as stub:
+        env = {**os.environ, **stub.kb_env(timeout_s=5), "KB_HOME": str(home)}
+        cmd = [sys.executable, "-m", "kb", "ask", "--json", DUPLICATE_GPU, "--index", index]
+        asked = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert asked.returncode == 0, asked.stderr
+    saved.write_text(asked.stdout, encoding="utf-8")
+    assert json.loads(asked.stdout)["citations"][0]["title"] == "NCCL error(5)"
+    voted = kb_cli("feedback", "up", "--answer", str(saved), "--index", index, home=home)
+    assert voted.returncode == 0 and "match: 1 entries shown" in voted.stdout, voted.stderr
+    plain = kb_cli("feedback", "up", DUPLICATE_GPU, "--index", index, home=home)  # what retrieval shows
+    assert plain.returncode == 0 and "weak:" in plain.stdout
+    [with_answer, without] = FeedbackStore(home / "feedback.sqlite3").rows()
+    assert (with_answer.query, with_answer.match) == (DUPLICATE_GPU, "match")
+    assert [e["title"] for e in with_answer.shown] == ["NCCL error(5)"]
+    assert without.match == "weak" and without.shown[0]["title"] != "NCCL error(5)"
+    # What cannot be used says why and stores nothing.
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(asked.stdout), "query": NCCL_LINE}), encoding="utf-8")
+    for args, message in [
+        (("--answer", str(tmp_path / "missing.json")), "cannot read it"),
+        (("--answer", str(other), DUPLICATE_GPU), "answers another question"),
+        ((), "give the question or log that was asked"),
+    ]:
+        refused = kb_cli("feedback", "down", *args, "--index", index, home=home)
+        assert refused.returncode == 1 and message in refused.stderr, refused.stderr
+    assert len(FeedbackStore(home / "feedback.sqlite3").rows()) == 2
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium")

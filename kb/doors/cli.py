@@ -308,7 +308,8 @@ def _add_feedback_command(sub) -> None:
     actions = sp.add_subparsers(dest="action", metavar="ACTION", required=True)
     for vote, helptext in (("up", "the answer was right"), ("down", "the answer was wrong or missing")):
         v = actions.add_parser(vote, help=helptext)
-        v.add_argument("text", help="the question or log that was asked; '-' reads stdin")
+        v.add_argument("text", nargs="?", help="the question or log asked; '-' reads stdin")
+        v.add_argument("--answer", metavar="FILE", help="the `kb ask --json` output the vote is about")
         v.add_argument("--right", help="the entry that answers it: its id, doc:start-end or title")
         v.add_argument("--comment", help="what was wrong")
         v.add_argument("--lang", choices=("zh", "en"), help="the answer language that was shown")

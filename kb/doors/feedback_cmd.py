@@ -6,8 +6,13 @@
     kb feedback export --gold FILE        the queue as gold rows `kb eval FILE` reads
 
 A vote from the terminal records what `kb search` shows for the question now (the entries, the
-match strength, the index generation); `--right` names the entry that answers it (its id, its
-`doc:start-end` or its title). cli.py names these functions with `_lazy`; the core is
+match strength, the index generation), or with `--answer FILE` what the answer saved from
+`kb ask --json` showed (with a language model it may cite another entry, or say none applies):
+
+    kb ask --json "Duplicate GPU detected" > answer.json
+    kb feedback down --answer answer.json --right "NCCL error(5)"
+
+`--right` names the entry that answers it (its id, its `doc:start-end` or its title). cli.py names these functions with `_lazy`; the core is
 kb/feedback.py and kb/unanswered.py.
 """
 
@@ -31,20 +36,51 @@ def _store(settings):
     return store
 
 
+def _saved_answer(path: str) -> object:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise KbError(f"--answer {path}: cannot read it ({e.strerror})") from None
+    except ValueError as e:
+        raise KbError(f"--answer {path}: not the JSON `kb ask --json` prints ({e})") from None
+
+
+def _echoed_question(answer: object) -> str:
+    """The question a saved answer echoes, when it holds the whole of it."""
+    if answer is None:
+        raise KbError("give the question or log that was asked ('-' reads stdin), or --answer FILE")
+    saved = answer if isinstance(answer, dict) else {}
+    echoed = saved.get("query")
+    if not isinstance(echoed, str):
+        raise KbError("the answer names no question: give the question too ('-' reads stdin)")
+    if saved.get("query_truncated"):
+        raise KbError("the answer holds only the start of a long question: give it too ('-' reads stdin)")
+    return echoed
+
+
 def cmd_vote(args, settings) -> int:
+    from ..answer_json import shown_in_answer
     from ..feedback import generation_of, named_entry, shown_by
     from ..progress import ProgressBar
     from ..query import check_query
     from ..service import KnowledgeBase
 
-    text = args.text
+    answer = _saved_answer(args.answer) if args.answer else None
+    text = args.text if args.text is not None else _echoed_question(answer)
     if text == "-":
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     query = check_query(text, settings.max_query_bytes)
     store = _store(settings)
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))
     right = named_entry(kb, args.right)  # a name that matches nothing stops here, before storing
-    shown = shown_by(kb.search(query, lang=args.lang))
+    if answer is None:
+        shown = shown_by(kb.search(query, lang=args.lang))
+    else:
+        try:
+            shown = shown_in_answer(kb, query, answer)
+        except KbError as e:
+            raise KbError(f"--answer {args.answer}: {e}") from None
     row_id = store.add("cli", query, shown, generation_of(kb), args.vote, args.comment or "", right)
     row = store.get(row_id)
     assert row is not None

@@ -23,7 +23,9 @@ def shown_in_answer(kb, query: str, answer: object) -> Shown:
     """What `answer` (the JSON /api/ask or /api/search returned for `query`) showed, in `kb`'s
     index. A KbError says what is wrong with it."""
     if not isinstance(answer, dict):
-        raise KbError("it must be the object /api/ask or /api/search returned")
+        raise KbError(
+            "it must be the JSON object an answer or a search gave (kb ask --json, /api/ask, /api/search)"
+        )
     strength = answer.get("match")
     if strength not in STRENGTHS:
         raise KbError('it has no "match" of "match", "weak" or "none"')
@@ -45,7 +47,7 @@ def _check_same_question(query: str, answer: dict) -> None:
     service reads it; a follow-up searched with the earlier question comes last in the echo."""
     echoed = answer.get("query")
     if not isinstance(echoed, str):
-        raise KbError('it has no "query": send the whole object the server returned')
+        raise KbError('it has no "query": send the whole answer as it was given')
     asked = valid_text(query).replace("\x00", " ")
     if answer.get("query_truncated"):
         head = echoed.removesuffix(" …")
@@ -71,7 +73,7 @@ def _entry_shown(kb, item: object, lang: str):
     if not isinstance(entry_id, str) or entry_id not in by_id:
         raise KbError(
             f"it shows an entry this index does not hold ({str(entry_id)[:80]!r}): "
-            'send the answer this server gave, or leave "answer" out'
+            "was it answered from another index?"
         )
     translated = item.get("translation") if isinstance(item, dict) else None
     other = translated.get("entry_id") if isinstance(translated, dict) else None

@@ -163,7 +163,10 @@ def test_an_answer_that_is_not_the_one_given_is_refused_and_stores_nothing(seeds
     with asked_with_a_model(seeds_kb, tmp_path) as (base, answer):
         stranger = {**answer, "citations": [{**answer["citations"][0], "entry_id": "no-such-entry"}]}
         refused = [
-            ({"answer": "it said error(5)"}, 'field "answer": it must be the object /api/ask'),
+            (
+                {"answer": "it said error(5)"},
+                'field "answer": it must be the JSON object an answer or a search gave',
+            ),
             ({"answer": {**answer, "match": "sure"}}, 'no "match" of "match", "weak" or "none"'),
             ({"answer": {**answer, "query": NCCL_LINE}}, 'answers another question than "query"'),
             ({"query": "GPU", "answer": answer}, "answers another question"),  # a part of it is not it

@@ -98,9 +98,14 @@ LOG_HINT = re.compile(
 )
 
 
+def without_colours(line: str) -> str:
+    """The line without a terminal's colour and cursor codes."""
+    return _ANSI.sub("", line)
+
+
 def clean_line(line: str) -> str:
     """One log line with its run-specific noise (time, ids, addresses, paths, ranks) removed."""
-    s = _ANSI.sub("", line)
+    s = without_colours(line)
     s = _HOSTPREFIX.sub("", s)
     s = _TIMESTAMP.sub(" ", s)
     s = _IP.sub(" ", s)

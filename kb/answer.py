@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from index.search import Hit, SearchResult
+from index.text import without_colours
 from index.views import answer_text
 from ingest.code import FENCE_OPEN, PROMPT, closes, looks_like_command, segments
 from ingest.entry import Entry
@@ -279,7 +280,7 @@ def related_hits(hits: list[Hit]) -> list[Hit]:
 
 QUOTED_LINES = 1500  # read from each end of a paste for the quote: errors sit near its end
 _WORD = re.compile(r"\w+")
-_UNPRINTABLE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # colours, controls
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _words(line: str) -> set[str]:
@@ -315,5 +316,5 @@ def _as_pasted(line: str, query: str) -> str:
         if key in raw.lower():
             s = len(want & _words(raw)) / len(want)
             if s > share or (s == share and found is line):
-                found, share = _UNPRINTABLE.sub("", raw), s
+                found, share = _CONTROL.sub("", without_colours(raw)), s
     return found

@@ -42,6 +42,17 @@ def shown_in_answer(kb, query: str, answer: object) -> Shown:
     return Shown(strength, lang, entries)
 
 
+def echoed_question(answer: object) -> str:
+    """The question an answer echoes, when it holds the whole of it (a long paste is echoed in part)."""
+    saved = answer if isinstance(answer, dict) else {}
+    echoed = saved.get("query")
+    if not isinstance(echoed, str):
+        raise KbError("the answer names no question: give the question too")
+    if saved.get("query_truncated"):
+        raise KbError("the answer holds only the start of a long question: give it too")
+    return echoed
+
+
 def _check_same_question(query: str, answer: dict) -> None:
     """The answer echoes the question it answers (kb/schema.py `query_echo`), normalised as the
     service reads it; a follow-up searched with the earlier question comes last in the echo."""

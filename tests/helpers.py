@@ -161,19 +161,25 @@ NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
 DUPLICATE_GPU = (
     "Multi-GPU training fails with Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
 )
+# What the engineer reader knows: a post's words -> the title of the entry that answers it.
+ENGINEER_KNOWS = {"Duplicate GPU detected": "NCCL error(5)", "Init plugin so failed": "Init plugin so failed"}
 
 
-def cites_error_5(request):
-    """A model (tests/openai_stub.py `respond=`) that knows Duplicate GPU means NCCL error(5): it
-    cites that source when it is among the ones it reads, and says none applies otherwise."""
+def engineer_reader(request):
+    """A language model (tests/openai_stub.py `respond=`) that reads like an engineer: it cites the
+    source whose title answers the question (ENGINEER_KNOWS), or says that none applies."""
     from openai_stub import Reply
 
     from kb.llm import NONE_APPLIES
 
     user = request.body["messages"][-1]["content"]
-    for n, title in re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user):
-        if "NCCL error(5)" in title:
-            return Reply(f"One card is used by two processes [{n}].")
+    question = re.search(r"<<<QUESTION \w+>>>\n(.*?)\n<<<END QUESTION", user, re.S).group(1)
+    titles = dict(re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user))
+    for words, title in ENGINEER_KNOWS.items():
+        if words in question:
+            for n, t in titles.items():
+                if title in t:
+                    return Reply(f"Source [{n}] is about this error. Follow its fix [{n}].")
     return Reply(f"{NONE_APPLIES}\n")
 
 

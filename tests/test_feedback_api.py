@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
-from helpers import DUPLICATE_GPU, NCCL_LINE, call, cites_error_5
+from helpers import DUPLICATE_GPU, NCCL_LINE, call, engineer_reader
 from openai_stub import OpenAIStub
 
 from kb.config import LlmSettings
@@ -115,7 +115,7 @@ def asked_with_a_model(seeds_kb, home):
     assert retrieval.strength == "weak" and "NCCL error(5)" not in retrieval.hits[0].entry.title, (
         "the premise: retrieval alone shows another entry, as its closest"
     )
-    with OpenAIStub(respond=cites_error_5) as stub:
+    with OpenAIStub(respond=engineer_reader) as stub:
         llm = LlmSettings(model="stub-model", base_url=stub.base_url, timeout_s=5.0, max_retries=0)
         with served(seeds_kb, home, llm=llm) as base:
             status, answer, _ = call(base, "POST", "/api/ask", body={"query": DUPLICATE_GPU})

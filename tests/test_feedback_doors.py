@@ -13,7 +13,7 @@ import sys
 import pytest
 from chat_page import ANSWERED, CHROMIUM, browser_page
 from conftest import ROOT
-from helpers import DUPLICATE_GPU, NCCL_LINE, SECRET, call, cites_error_5, kb_serve, mention, post_event
+from helpers import DUPLICATE_GPU, NCCL_LINE, SECRET, call, engineer_reader, kb_serve, mention, post_event
 from openai_stub import OpenAIStub
 from slack_actions import feedback_click as click
 
@@ -83,7 +83,7 @@ def test_terminal_votes_on_the_answer_it_saved_from_kb_ask(seeds_index, tmp_path
     another; a vote with `--answer` is stored with what the person read, and the question is
     taken from the answer when not given again."""
     home, index, saved = tmp_path / "home", str(seeds_index), tmp_path / "answer.json"
-    with OpenAIStub(respond=cites_error_5) as stub:
+    with OpenAIStub(respond=engineer_reader) as stub:
         env = {**os.environ, **stub.kb_env(timeout_s=5), "KB_HOME": str(home)}
         cmd = [sys.executable, "-m", "kb", "ask", "--json", DUPLICATE_GPU, "--index", index]
         asked = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)

@@ -3,7 +3,7 @@ measures what it does with them (kb/service.py, evaluation/llm_stage.py).
 
 Retrieval is real (the seeds index, the committed ranking model). The model is a real
 OpenAI-compatible HTTP server on 127.0.0.1 (tests/openai_stub.py) that reads like a careful
-engineer would: it cites the source whose title names the post's trouble, and says no source
+engineer would (tests/helpers.py `engineer_reader`): it cites the source whose title names the post's trouble, and says no source
 applies when none does.
 """
 
@@ -11,46 +11,28 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, Reply, Request
+from helpers import DUPLICATE_GPU, engineer_reader
+from openai_stub import OpenAIStub
 
 from kb.config import LlmSettings, load_settings
 from kb.llm import NO_CITATION, NONE_APPLIES
 from kb.service import KnowledgeBase
 
 # Retrieval: a closest entry (GPU verification) with the NCCL error(5) entry, the answer, among
-# the sources; a confident match to the wrong entry; a confident match to the right one.
-DUPLICATE_GPU = (
-    "Multi-GPU training fails with Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
-)
+# the sources (DUPLICATE_GPU); a confident match to the wrong entry; a confident match to the right one.
 OUT_OF_MEMORY = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
 INIT_PLUGIN = "Init plugin so failed, ret = 1343225860"
-# What the reader knows: a post's words -> the title of the entry that answers it.
-ANSWERS = {"Duplicate GPU detected": "NCCL error(5)", "Init plugin so failed": "Init plugin so failed"}
-
-
-def reader(request: Request) -> Reply:
-    """Cite the source whose title answers the question, or give the verdict."""
-    user = request.body["messages"][-1]["content"]
-    question = re.search(r"<<<QUESTION \w+>>>\n(.*?)\n<<<END QUESTION", user, re.S).group(1)
-    titles = dict(re.findall(r"<<<SOURCE \[(\d)\] \w+>>>\ntitle: (.*)\n", user))
-    for words, title in ANSWERS.items():
-        if words in question:
-            for n, t in titles.items():
-                if title in t:
-                    return Reply(f"Source [{n}] is about this error. Follow its fix [{n}].")
-    return Reply(f"{NONE_APPLIES}\n")
 
 
 @pytest.fixture(scope="module")
 def stub():
-    with OpenAIStub(respond=reader) as s:
+    with OpenAIStub(respond=engineer_reader) as s:
         yield s
 
 

@@ -12,8 +12,8 @@ match strength, the index generation), or with `--answer FILE` what the answer s
     kb ask --json "Duplicate GPU detected" > answer.json
     kb feedback down --answer answer.json --right "NCCL error(5)"
 
-`--right` names the entry that answers it (its id, its `doc:start-end` or its title). cli.py names these functions with `_lazy`; the core is
-kb/feedback.py and kb/unanswered.py.
+`--right` names the entry that answers it (its id, its `doc:start-end` or its title). cli.py
+names these functions with `_lazy`; the core is kb/feedback.py and kb/unanswered.py.
 """
 
 from __future__ import annotations
@@ -46,17 +46,15 @@ def _saved_answer(path: str) -> object:
         raise KbError(f"--answer {path}: not the JSON `kb ask --json` prints ({e})") from None
 
 
-def _echoed_question(answer: object) -> str:
-    """The question a saved answer echoes, when it holds the whole of it."""
+def _question_of(answer: object) -> str:
+    from ..answer_json import echoed_question
+
     if answer is None:
         raise KbError("give the question or log that was asked ('-' reads stdin), or --answer FILE")
-    saved = answer if isinstance(answer, dict) else {}
-    echoed = saved.get("query")
-    if not isinstance(echoed, str):
-        raise KbError("the answer names no question: give the question too ('-' reads stdin)")
-    if saved.get("query_truncated"):
-        raise KbError("the answer holds only the start of a long question: give it too ('-' reads stdin)")
-    return echoed
+    try:
+        return echoed_question(answer)
+    except KbError as e:
+        raise KbError(f"{e} ('-' reads stdin)") from None
 
 
 def cmd_vote(args, settings) -> int:
@@ -67,7 +65,7 @@ def cmd_vote(args, settings) -> int:
     from ..service import KnowledgeBase
 
     answer = _saved_answer(args.answer) if args.answer else None
-    text = args.text if args.text is not None else _echoed_question(answer)
+    text = args.text if args.text is not None else _question_of(answer)
     if text == "-":
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     query = check_query(text, settings.max_query_bytes)

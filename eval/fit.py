@@ -2,12 +2,18 @@
 
     python eval/fit.py                       # default embedder -> index/models/usem3.json
     python eval/fit.py --embedder NAME --out models/NAME.json   # then `ranker = ...` in kb.toml
+    python eval/fit.py --gold team.jsonl --index ./kb-index --out models/team.json   # + your posts
 
 Data: ../shared/eval/real_dev.jsonl (real issue-tracker posts; read by path, never copied) and
 the project's own gold sets under eval/gold/. The posts are split into FOLDS folds (stratified by
 knowledge base and answerability); each fold is scored by a model fitted on the other folds plus
 the own sets, repeated over REPEATS seeds of the split. The committed model is then fitted on
 everything, and the file records the data it came from and the cross-validated numbers.
+
+`--gold` adds a team's own labelled posts (`kb feedback export --gold`, or rows written by hand),
+searched in the index they were asked of (`--index`). They are posts people wrote, so they are
+treated as the real posts are: split into the same folds, weighed fully, never scored by a model
+fitted on them, and reported apart from the shared posts.
 
 Writes the model, eval/results/fit.md and eval/results/fit.json.
 """
@@ -20,6 +26,7 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,11 +34,12 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from evaluation import crossval  # noqa: E402
 from evaluation.gold import load_gold, shared_dir  # noqa: E402
-from evaluation.indexes import Indexes  # noqa: E402
-from evaluation.metrics import Outcome, grouped  # noqa: E402
+from evaluation.indexes import Indexes, Target  # noqa: E402
+from evaluation.metrics import Outcome, grouped, metrics  # noqa: E402
 from evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all  # noqa: E402
 from index.ranker import MODELS_DIR  # noqa: E402
 from kb.config import load_settings  # noqa: E402
+from kb.errors import KbError  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
 REPEATS = 3
@@ -80,21 +88,87 @@ def collect_all(settings, progress):
     return dev, targets, dev_examples, own, sources, embedder
 
 
-def cross_validated(dev, targets, dev_examples, own, progress) -> dict:
-    """Pooled held-out judgements per repeat, and fold means over every fold of every repeat."""
-    repeats = []
-    fold_metrics = []
-    for seed in range(REPEATS):
-        outcomes, folds = crossval.cross_validate(dev_examples, own, K, seed=seed, progress=progress)
+@dataclass
+class TeamSet:
+    """A team's own labelled posts (--gold), searched in their index (--index)."""
+
+    gold: object  # evaluation.gold.GoldSet
+    target: Target
+    examples: list
+
+    @property
+    def name(self) -> str:
+        return self.gold.path.stem
+
+
+def load_team(settings, files, index_dir, progress) -> tuple[list, Target | None]:
+    """The --gold sets and the --index they were asked of, read before any search so that a
+    mistake in them is reported at once."""
+    if not files:
+        return [], None
+    if not index_dir:
+        raise KbError("--gold needs --index: the index its posts were asked of (kb ingest PATH --index DIR)")
+    target = Indexes(settings, str(index_dir), progress).target(None)
+    return [load_gold(f, settings.shared) for f in files], target
+
+
+def unique_ids(sets) -> None:
+    """Row ids name rows across sets (folds, outcomes): a team's ids must not reuse another's."""
+    seen: dict[str, str] = {}
+    for gold in sets:
+        clash = sorted(r.id for r in gold.rows if r.id in seen)
+        if clash:
+            raise KbError(
+                f"{gold.path}: row ids {', '.join(clash[:5])} are already used by {seen[clash[0]]}; rename them"
+            )
+        seen |= {r.id: str(gold.path) for r in gold.rows}
+
+
+def collect_team(golds, target, embedder, progress) -> tuple[list[TeamSet], list[dict]]:
+    """The --gold sets searched in their index, and their entries for the model's data list."""
+    from index.search import Searcher
+
+    searcher = Searcher(target.loaded, embedder) if golds else None
+    teams, sources = [], []
+    for gold in golds:
+        examples = crossval.collect(gold, {None: searcher}, progress, real=True)
+        teams.append(TeamSet(gold, target, examples))
+        sources.append(
+            {
+                "set": gold.path.stem,
+                "path": str(gold.path),
+                "rows": len(gold.rows),
+                "sha1": _digest(gold.path),
+                "index": target.label,
+            }
+        )
+    return teams, sources
+
+
+def cross_validated(dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None) -> dict:
+    """Pooled held-out judgements per repeat, and fold means over every fold of every repeat
+    (of the shared posts; of each team set apart, under "team")."""
+    people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
+    repeats, fold_metrics = [], []
+    team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
+    for seed in range(REPEATS if splits is None else splits):
+        outcomes, folds = crossval.cross_validate(people, own, K, seed=seed, progress=progress)
         by_row: dict[str, list[Outcome]] = {}
-        for i, ex in enumerate(dev_examples):
+        for i, ex in enumerate(people):
             by_row.setdefault(ex.row.id, []).append(outcomes[i])
+        fold_of = {ex.row.id: f for ex, f in zip(people, folds, strict=True)}
         judged = _judge_all(dev, by_row, targets, K)
         repeats.append(grouped(judged, K))
-        fold_of = {ex.row.id: f for ex, f in zip(dev_examples, folds, strict=True)}
         for f in range(crossval.FOLDS):
             fold_metrics.append(grouped([j for j in judged if fold_of[j.row.id] == f], K))
-    return {"repeats": repeats, "folds": fold_metrics}
+        for t in teams:
+            tj = _judge_all(t.gold, by_row, {None: t.target}, K)
+            team_folds[t.name] += [
+                metrics(js, K)
+                for f in range(crossval.FOLDS)
+                if (js := [j for j in tj if fold_of[j.row.id] == f])
+            ]
+    return {"repeats": repeats, "folds": fold_metrics, "team": team_folds}
 
 
 def _mean(groups: list[dict], path: tuple[str, ...], key: str) -> float | None:
@@ -159,7 +233,7 @@ def render(report: dict) -> str:
         f"Fitted {report['fitted_at']} with `python eval/fit.py` (embedder {report['embedder']}). "
         f"Data: {data}. "
         f"{crossval.FOLDS}-fold cross-validation over the real posts, stratified by knowledge base and "
-        f"answerability, repeated {REPEATS} times; every fold's model is fitted on the other folds plus the "
+        f"answerability, repeated {report.get('repeats', REPEATS)} times; every fold's model is fitted on the other folds plus the "
         "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
         "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
         'both say "no match".',
@@ -192,26 +266,75 @@ def render(report: dict) -> str:
                 f"| {label} | {node.get('hit@1') or 0:.3f} | {node.get('hit@5') or 0:.3f} | "
                 f"{node.get('abstention') or 0:.3f} | {node.get('false_abstention') or 0:.3f} |"
             )
+    lines += _team_rows(report)
     lines += _model_rows(report["model"])
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
+def _team_rows(report: dict) -> list[str]:
+    if not report.get("team"):
+        return []
+    lines = [
+        "",
+        "## The team's own posts (--gold)",
+        "",
+        "Cross-validated with the shared posts (fold means), and in-sample (the committed model).",
+        "",
+        '| set | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
+        "Hit@1 in-sample |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in report["team"].items():
+        cells = [
+            _mean(t["folds"], (), key)
+            for key in ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention")
+        ]
+        cells.append(t["in_sample"].get("hit@1"))
+        text = " | ".join("-" if v is None else f"{v:.3f}" for v in cells)
+        lines.append(f"| {name} | {t['in_sample']['queries']} | {text} |")
+    return lines
+
+
+def _arguments(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--embedder", default=None, help="embedder name (default: the configured one)")
     ap.add_argument("--out", default=None, help="model file (default: index/models/usem3.json for usem3)")
-    ap.add_argument("--results", default=str(HERE / "results"), help="where fit.md and fit.json go")
+    ap.add_argument("--results", default=None, help="where fit.md and fit.json go (default: eval/results, "
+                    "or beside --out with --gold)")  # fmt: skip
+    ap.add_argument("--gold", action="append", default=[], metavar="FILE",
+                    help="a team's own labelled posts (kb feedback export --gold); repeatable")  # fmt: skip
+    ap.add_argument("--index", default=None, help="the index the --gold posts were asked of")
+    ap.add_argument(
+        "--repeats", type=int, default=REPEATS, help=f"splits of the cross-validation (default {REPEATS})"
+    )
     args = ap.parse_args(argv)
+    if args.gold and not args.out:
+        ap.error("--gold needs --out: a model fitted on your posts is not the one the project ships")
+    if args.results is None:
+        args.results = str(Path(args.out).resolve().parent if args.gold else HERE / "results")
+    return args
+
+
+def main(argv=None) -> int:
+    args = _arguments(argv)
     settings = load_settings(embedder=args.embedder)
     progress = ProgressBar()
     t0 = time.time()
-    dev, targets, dev_examples, own, sources, embedder = collect_all(settings, progress)
-    cv = cross_validated(dev, targets, dev_examples, own, progress)
+    try:
+        golds, team_index = load_team(settings, args.gold, args.index, progress)
+        dev, targets, dev_examples, own, sources, embedder = collect_all(settings, progress)
+        unique_ids([dev, *golds])
+    except KbError as e:
+        sys.exit(f"fit: {e}")
+    teams, team_sources = collect_team(golds, team_index, embedder, progress)
+    sources += team_sources
+    cv = cross_validated(dev, targets, dev_examples, own, progress, teams, args.repeats)
     meta = {
         "embedder": embedder.id,
         "fitted_at": time.strftime("%Y-%m-%d %H:%M"),
         "data": sources,
         "folds": crossval.FOLDS,
+        "repeats": args.repeats,
         "set_weights": crossval.SET_WEIGHTS,
         "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
@@ -220,19 +343,29 @@ def main(argv=None) -> int:
             for key in ("hit@1", "hit@5", "abstention", "false_abstention")
         },
     }
-    model = crossval.fit([*dev_examples, *own], meta=meta)
+    team_examples = [ex for t in teams for ex in t.examples]
+    model = crossval.fit([*dev_examples, *team_examples, *own], meta=meta)
     by_row: dict[str, list[Outcome]] = {}
-    for ex in dev_examples:
+    for ex in [*dev_examples, *team_examples]:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))
     in_sample = grouped(_judge_all(dev, by_row, targets, K), K)
     out = Path(args.out) if args.out else MODELS_DIR / f"{settings.embedder}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     report = {
         "fitted_at": meta["fitted_at"],
         "embedder": embedder.id,
         "sources": sources,
+        "repeats": args.repeats,
         "cv": cv,
         "in_sample": in_sample,
+        "team": {
+            t.name: {
+                "folds": cv["team"][t.name],
+                "in_sample": metrics(_judge_all(t.gold, by_row, {None: t.target}, K), K),
+            }
+            for t in teams
+        },
         "model": model.to_dict(),
         "seconds": round(time.time() - t0, 1),
     }

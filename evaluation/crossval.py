@@ -47,7 +47,6 @@ L2 = 1.0
 # An answer is shown as a match when, over the real posts, at least this share of the answers
 # as confident are right; weaker ones are shown as the closest entry.
 MATCH_PRECISION = 0.8
-REAL_SET = "real_dev"
 MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
 FOLDS = 5
 
@@ -63,10 +62,13 @@ class Example:
     candidates: object  # index.search.Candidates
     positive: np.ndarray  # per candidate: is it (or its translation) an expected entry?
     search_s: float
+    # A post people wrote (the real posts, a team's own labelled posts), not one of our sets:
+    # it weighs fully, and such posts decide how sure a match must be.
+    real: bool = False
 
     @property
     def weight(self) -> float:
-        return SET_WEIGHTS.get(self.set_name, 0.5)
+        return SET_WEIGHTS.get(self.set_name, 1.0 if self.real else 0.5)
 
 
 def _positive(row: GoldRow, entries: Sequence, translations: Sequence) -> np.ndarray:
@@ -79,9 +81,15 @@ def _positive(row: GoldRow, entries: Sequence, translations: Sequence) -> np.nda
 
 
 def collect(
-    gold: GoldSet, searchers: dict[str | None, object], progress: Callable | None = None
+    gold: GoldSet,
+    searchers: dict[str | None, object],
+    progress: Callable | None = None,
+    real: bool | None = None,
 ) -> list[Example]:
-    """Search every row of a set (an unanswerable real post in every knowledge base)."""
+    """Search every row of a set (an unanswerable real post in every knowledge base). `real`:
+    its rows are posts people wrote (default: when it is in the real-post form, a knowledge
+    base per row)."""
+    real = gold.per_row_kb if real is None else real
     out = []
     for n, row in enumerate(gold.rows, 1):
         kbs = [row.kb] if row.kb in searchers else list(searchers)
@@ -97,7 +105,7 @@ def collect(
                 for e in entries
             ]
             out.append(
-                Example(gold.path.stem, row, kb, searcher, c, _positive(row, entries, translations), dt)
+                Example(gold.path.stem, row, kb, searcher, c, _positive(row, entries, translations), dt, real)
             )
         if progress:
             progress("search", n, len(gold.rows), row.id)
@@ -175,7 +183,7 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
     # must not be given to (with answerable posts alone, the topic features lowered this level
     # and the share of unanswerable posts shown as a match rose from 0.22 to 0.36, held out).
     # Without real posts (a fit on our own sets alone), every row counts the same way.
-    real = np.array([name == REAL_SET for name in sets])
+    real = np.array([ex.real for ex in with_cands])
     natural = real if real.any() else np.ones(len(sets), dtype=bool)
     confident = pick_confident(conf[natural], np.array(labels)[natural], MATCH_PRECISION)
     return RankModel(rank, gate, thresholds, meta or {}, max(confident, max(thresholds.values())))
@@ -186,7 +194,8 @@ def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str
     its share of each (a row searched in two indexes stays in one fold)."""
     strata: dict[str, list[str]] = {}
     for r in rows:
-        strata.setdefault(r.kb or "none", []).append(r.id)
+        # A real post names its knowledge base; a team's own posts are all asked of one index.
+        strata.setdefault(r.kb or ("answerable" if r.answerable else "none"), []).append(r.id)
     rnd = random.Random(seed)
     out: dict[str, int] = {}
     offset = 0
@@ -203,7 +212,10 @@ def cross_validate(
     dev: Sequence[Example], extra: Sequence[Example], k: int, folds: int = FOLDS, seed: int = 0, progress=None
 ) -> tuple[dict[int, Outcome], list[int]]:
     """Held-out outcomes for every example of `dev` (by position), and its fold."""
-    fold_of = folds_of([ex.row for ex in dev], folds, seed)
+    fold_of: dict[str, int] = {}
+    for name in dict.fromkeys(ex.set_name for ex in dev):
+        # Each set is split on its own: adding a team's posts leaves the shared posts' folds as they were.
+        fold_of |= folds_of([ex.row for ex in dev if ex.set_name == name], folds, seed)
     outcomes: dict[int, Outcome] = {}
     for f in range(folds):
         train = [ex for ex in dev if fold_of[ex.row.id] != f] + list(extra)

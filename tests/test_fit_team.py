@@ -1,0 +1,105 @@
+"""A team refits the ranking model on its own posts: votes in the terminal, `kb feedback export`,
+then `eval/fit.py --gold --index`, which cross-validates those posts with the shared real posts
+and writes a model the doors use through `KB_RANKER`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, needs_shared
+
+from index.ranker import load_model
+
+# Questions in a team's own words, and the bundled FAQ entry that answers each.
+VOTED = (
+    (
+        "torchrun: port 29500 is taken by another job on the same box",
+        "torchrun fails at start with The server socket has failed to listen on any local network "
+        "address and Address already in use (port 29500). What is holding the port?",
+    ),
+    (
+        "job dies, log shows exitcode -9 and nothing else, no traceback",
+        "A rank dies with exitcode: -9 and Signal 9 (SIGKILL), without any Python error. Who killed it?",
+    ),
+)
+BREAD = "how do I bake sourdough bread at home"
+
+
+def run(args: list[str], home, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KB_HOME": str(home), **env},
+        cwd=ROOT,
+        timeout=1200,
+    )
+
+
+def team_gold(tmp_path) -> tuple[str, str, object]:
+    """The bundled FAQ as the team's index, two votes naming the right entry and one question
+    nothing answers, exported as gold rows."""
+    home, index, gold = tmp_path / "home", str(tmp_path / "idx"), str(tmp_path / "team.jsonl")
+    assert (
+        run(["-m", "kb", "ingest", str(ROOT / "kb" / "data" / "faq"), "--index", index], home).returncode == 0
+    )
+    for text, right in VOTED:
+        voted = run(["-m", "kb", "feedback", "down", text, "--right", right, "--index", index], home)
+        assert voted.returncode == 0, voted.stderr
+    assert "no entry" in run(["-m", "kb", "ask", BREAD, "--index", index], home).stdout
+    assert run(["-m", "kb", "feedback", "export", "--gold", gold, "--index", index], home).returncode == 0
+    return index, gold, home
+
+
+@pytest.mark.slow
+@needs_shared
+def test_a_team_refits_on_its_exported_votes_and_the_doors_use_that_model(tmp_path):
+    index, gold, home = team_gold(tmp_path)
+    out = tmp_path / "models" / "team.json"
+    fit = ["eval/fit.py", "--gold", gold, "--index", index, "--out", str(out), "--repeats", "1"]
+    fitted = run(fit, home)
+    assert fitted.returncode == 0, fitted.stderr[-2000:]
+
+    data = {d["set"]: d for d in load_model(str(out)).meta["data"]}
+    assert {"real_dev", "seeds", "team"} <= set(data)
+    assert data["team"]["rows"] == 3 and data["team"]["index"] == index
+    report = json.loads((out.parent / "fit.json").read_text("utf-8"))
+    team = report["team"]["team"]
+    # Every team post is scored once per split, by a model of the folds it is not in.
+    assert sum(f["queries"] for f in team["folds"]) == 3
+    assert sum(f["answerable"] for f in team["folds"]) == 2
+    assert team["in_sample"]["queries"] == 3
+    assert "| team | 3 |" in (out.parent / "fit.md").read_text("utf-8")
+    # The shared posts are still cross-validated and reported as before.
+    assert report["cv"]["folds"][0]["overall"]["queries"] > 0
+
+    asked = run(["-m", "kb", "search", "--json", VOTED[0][0], "--index", index], home, KB_RANKER=str(out))
+    assert asked.returncode == 0, asked.stderr
+    assert "29500" in json.loads(asked.stdout)["hits"][0]["title"]
+
+
+def test_a_team_fit_says_what_it_is_missing(tmp_path):
+    gold = tmp_path / "team.jsonl"
+    gold.write_text('{"id": "t1", "query": "q", "expected": []}\n', "utf-8")
+    no_out = run(["eval/fit.py", "--gold", str(gold), "--index", str(tmp_path)], tmp_path)
+    assert no_out.returncode == 2 and "--gold needs --out" in no_out.stderr
+    no_index = run(["eval/fit.py", "--gold", str(gold), "--out", str(tmp_path / "m.json")], tmp_path)
+    assert no_index.returncode == 1 and "--gold needs --index" in no_index.stderr
+    missing = run(
+        [
+            "eval/fit.py",
+            "--gold",
+            str(gold),
+            "--index",
+            str(tmp_path / "nope"),
+            "--out",
+            str(tmp_path / "m.json"),
+        ],
+        tmp_path,
+    )
+    assert missing.returncode == 1 and "kb ingest PATH --index" in missing.stderr
+    assert not (tmp_path / "m.json").exists()

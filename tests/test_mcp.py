@@ -22,7 +22,7 @@ from kb.schema import ask_json, entry_json, search_json
 mcp = pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'bilingual-kb[mcp]'")
 pytestmark = pytest.mark.slow
 
-TOOLS = {"search", "ask", "get_entry"}
+TOOLS = {"search", "ask", "get_entry", "feedback"}
 CHINESE = "使用OpenMPI多机多卡训练时，如何指定网卡？"
 BREAD = "How do I bake sourdough bread with rye flour?"
 
@@ -53,7 +53,9 @@ async def exercise(client, kb) -> dict:
     results by name, each checked against what the knowledge base itself answers."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == TOOLS
-    assert all(t.annotations.read_only_hint and not t.annotations.destructive_hint for t in tools.values())
+    assert not any(t.annotations.destructive_hint for t in tools.values())
+    # Only feedback writes (a vote in the store); the rest only read.
+    assert [n for n, t in tools.items() if not t.annotations.read_only_hint] == ["feedback"]
     assert tools["search"].input_schema["required"] == ["query"]
     out: dict = {}
     search = payload(await client.call_tool("search", {"query": NCCL_LINE, "k": 3}))
@@ -118,6 +120,53 @@ def test_in_memory_client_lists_and_calls_every_tool(seeds_kb, store):
     assert out["gap"]["match"] == "none" and out["gap"]["citations"] == []
     # The "no match" went to the unanswered queue like any door's; answered questions did not.
     assert [(r.door, r.query, r.match) for r in store.rows(queue=True)] == [("mcp", BREAD, "none")]
+
+
+async def vote_as_an_agent(client, kb) -> list[dict]:
+    """An agent tried two answers: the first fixed the error, the second did not and another
+    entry did (its answer passed as JSON text, as some clients do). Then four votes refused."""
+    fixed = payload(await client.call_tool("ask", {"query": NCCL_LINE}))
+    up = {"query": NCCL_LINE, "vote": "up", "answer": fixed, "comment": "NCCL_SOCKET_IFNAME=eth0 fixed it"}
+    gap = payload(await client.call_tool("ask", {"query": BREAD}))
+    right = fixed["citations"][0]["entry_id"]
+    down = {"query": BREAD, "vote": "down", "answer": json.dumps(gap), "right_entry": right}
+    votes = [payload(await client.call_tool("feedback", args)) for args in (up, down)]
+    refusals = {
+        'field "vote"': {"query": NCCL_LINE, "vote": "maybe"},
+        'field "answer"': {"query": CHINESE, "vote": "up", "answer": fixed},  # another question's answer
+        'field "right_entry"': {"query": NCCL_LINE, "vote": "down", "right_entry": "no such entry at all"},
+        "KB_MAX_QUERY_BYTES": {"query": oversize(kb.settings), "vote": "down"},
+    }
+    for words, args in refusals.items():
+        refused = await client.call_tool("feedback", args)
+        assert refused.is_error and words in payload(refused)["error"], (words, payload(refused))
+    return votes
+
+
+def test_an_agent_says_whether_an_answer_worked(seeds_kb, store):
+    from mcp import Client
+
+    from kb.doors.mcp.server import build_server
+
+    async def main():
+        async with Client(build_server(LiveKb(seeds_kb), store)) as client:
+            return await vote_as_an_agent(client, seeds_kb)
+
+    up, down = anyio.run(main)
+    assert (up["vote"], up["in_queue"], up["shown"]["match"]) == ("up", False, "match")
+    assert (down["vote"], down["in_queue"], down["shown"]["match"]) == ("down", True, "none")
+    rows = {r.query: r for r in store.rows()}
+    assert set(rows) == {NCCL_LINE, BREAD}  # the refused votes stored nothing
+    assert rows[NCCL_LINE].door == "mcp" and rows[NCCL_LINE].comment == "NCCL_SOCKET_IFNAME=eth0 fixed it"
+    assert rows[NCCL_LINE].shown[0]["title"] == "NCCL error(2)"
+    assert rows[BREAD].right["title"] == "NCCL error(2)" and rows[BREAD].in_queue
+
+    async def turned_off():
+        async with Client(build_server(LiveKb(seeds_kb), None)) as client:
+            return await client.call_tool("feedback", {"query": NCCL_LINE, "vote": "up"})
+
+    off = anyio.run(turned_off)
+    assert off.is_error and payload(off)["status"] == 503 and "feedback = false" in payload(off)["error"]
 
 
 @contextmanager
@@ -202,9 +251,14 @@ def test_stdio_as_an_agent_starts_it(seeds_index, seeds_kb, tmp_path):
     async def main():
         async with Client(params, read_timeout_seconds=120) as client:
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
-            return payload(await client.call_tool("ask", {"query": CHINESE}))
+            answer = payload(await client.call_tool("ask", {"query": CHINESE}))
+            vote = {"query": CHINESE, "vote": "up", "answer": answer}
+            return answer, payload(await client.call_tool("feedback", vote))
 
-    assert anyio.run(main) == ask_json(seeds_kb.ask(CHINESE))
+    answer, vote = anyio.run(main)
+    assert answer == ask_json(seeds_kb.ask(CHINESE))
+    rows = FeedbackStore(tmp_path / "home" / "feedback.sqlite3").rows()
+    assert [(r.id, r.door, r.query, r.vote) for r in rows] == [(vote["id"], "mcp", CHINESE, "up")]
 
 
 def test_cli_help_and_kb_mcp_help_import_no_sdk():

@@ -1,10 +1,13 @@
-"""The MCP server: read-only tools over the knowledge base, with the shapes of the other doors.
+"""The MCP server: tools over the knowledge base, with the shapes of the other doors.
 
     search(query, k?, lang?)        -> the JSON of `kb search --json` / POST /api/search
     ask(query, lang?, history?)     -> the JSON of `kb ask --json` / POST /api/ask (verified
                                        commands and citations, match strength)
     get_entry(entry_id)             -> the JSON of GET /api/entry/ID (the entry and its
                                        other-language version)
+    feedback(query, vote, answer?, right_entry?, comment?, lang?)
+                                    -> the JSON of POST /api/feedback: after trying an answer,
+                                       whether it worked (the only tool that writes)
     faq://{entry_id}                -> one entry as markdown, for a client to attach
 
 Fields are checked by the rules the HTTP API uses (kb/request.py): the same size limit, the same
@@ -14,6 +17,8 @@ messages. A refused call is a tool error whose text is the API's error JSON, e.g
 
 The tools are plain functions: the SDK runs them on worker threads, so a search never blocks
 the event loop. A "no match" lands in the unanswered queue (kb/feedback.py) as from any door.
+An agent is the one that runs the commands, so it is the one that knows whether they fixed the
+error: `feedback` stores that as a vote from the "mcp" door, by the API's rules (kb/vote.py).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at runtime, and
@@ -23,6 +28,7 @@ from typing import Annotated, Any
 
 from ...errors import KbError
 from ...request import RequestError, history_field, k_field, lang_field, no_entry, query_field
+from ...vote import record_vote, vote_fields
 from ..host.live import LiveKb
 
 INSTRUCTIONS = (
@@ -32,7 +38,9 @@ INSTRUCTIONS = (
     "FAQ entry, the commands to run and numbered citations; `search` lists the matching entries; "
     "`get_entry` (or the resource faq://ENTRY_ID) reads one entry in full. `match` says how sure "
     "the answer is: 'match', 'weak' (the closest entry, shown without commands: check its "
-    "symptoms first) or 'none' (the knowledge base has no answer; do not invent one)."
+    "symptoms first) or 'none' (the knowledge base has no answer; do not invent one). After "
+    "trying an answer, call `feedback` with the `ask` result as `answer`: vote 'up' when it fixed "
+    "the error, 'down' when it did not (with `right_entry` if another entry did)."
 )
 
 QUERY_HELP = "The error message, the pasted log (up to the size limit) or the question, zh or en"
@@ -75,6 +83,7 @@ def build_server(live: LiveKb, store=None):
 
     server = MCPServer("kb", instructions=INSTRUCTIONS, log_level="WARNING")
     _add_tools(server, live, store)
+    _add_feedback_tool(server, live, store)
     _add_resources(server, live)
     return server
 
@@ -138,6 +147,58 @@ def _add_tools(server, live: LiveKb, store) -> None:
         if e is None:
             return _refused(no_entry(entry_id))
         return _result(entry_json(e, current.entry(e.translation) if e.translation else None))
+
+
+def _answer_json(answer: dict | str | None) -> object:
+    """An answer passed as JSON text is read as the object it holds (kb/vote.py refuses it otherwise)."""
+    if isinstance(answer, str):
+        try:
+            return json.loads(answer)
+        except ValueError:
+            return answer
+    return answer
+
+
+def _add_feedback_tool(server, live: LiveKb, store) -> None:
+    from mcp.types import CallToolResult, ToolAnnotations
+    from pydantic import Field
+
+    settings = live.kb.settings
+    Json = Annotated[CallToolResult, dict[str, Any]]  # built as _add_tools' results are
+    writes = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+
+    @server.tool(name="feedback", annotations=writes)
+    def feedback(
+        query: Annotated[str, Field(description="The query the answer was for, as it was sent")],
+        vote: Annotated[str, Field(description='"up": the answer fixed it; "down": it did not')],
+        answer: Annotated[
+            dict[str, Any] | str | None,
+            Field(
+                description="The JSON `ask` (or `search`) returned for the query: the vote is about what it showed"
+            ),
+        ] = None,
+        right_entry: Annotated[
+            str | None, Field(description="The entry that did fix it: entry_id, doc:start-end or title")
+        ] = None,
+        comment: Annotated[str | None, Field(description="What happened when its commands were run")] = None,
+        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+    ) -> Json:
+        """Record whether an answer worked, after trying it (the JSON of POST /api/feedback). A
+        'down' vote puts the question in the queue people review, with right_entry if given."""
+        body = {
+            "query": query,
+            "vote": vote,
+            "answer": _answer_json(answer),
+            "right_entry": right_entry,
+            "comment": comment,
+            "lang": lang,
+        }
+        try:
+            return _result(record_vote(live.get(), store, "mcp", vote_fields(body, settings.max_query_bytes)))
+        except KbError as e:
+            return _refused(e)
 
 
 def _add_resources(server, live: LiveKb) -> None:

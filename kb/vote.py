@@ -1,0 +1,84 @@
+"""A vote sent as fields, by a script (`POST /api/feedback`) or an agent (the MCP `feedback`
+tool): checked by the rules of kb/request.py, so both doors refuse the same things with the same
+words, and recorded in the store every door shares (kb/feedback.py).
+
+    {"query": str, "vote": "up"|"down", "comment"?: str, "right_entry"?: str, "lang"?: "zh"|"en"|null,
+     "answer"?: the JSON an answer or a search gave for the query}
+    -> {"id": n, "vote": ..., "in_queue": bool, "shown": {"match", "entries": [...]}}
+
+With `answer`, the vote is stored with what that answer showed (kb/answer_json.py): with a
+language model an answer may cite another entry than retrieval's first, or say none applies, and
+a vote is about what was read. Without it, with what retrieval shows for the query now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .answer_json import shown_in_answer
+from .errors import KbError
+from .feedback import MAX_COMMENT_CHARS, VOTES, FeedbackStore, Shown, generation_of, named_entry, shown_by
+from .request import RequestError, json_type, lang_field, query_field
+
+MAX_ENTRY_NAME_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class Vote:
+    """The fields of a vote, checked."""
+
+    query: str
+    vote: str
+    lang: str | None
+    comment: str
+    right_entry: str | None
+    answer: object  # None when not sent
+
+
+def _text_field(body: dict, name: str, limit: int) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RequestError(422, f'field "{name}" must be a string, not {json_type(value)}')
+    if len(value) > limit:
+        raise RequestError(422, f'field "{name}" has {len(value)} characters; the limit is {limit}')
+    return value
+
+
+def vote_fields(body: dict, max_query_bytes: int) -> Vote:
+    """The vote in `body`, or a RequestError naming the field that cannot be used."""
+    query = query_field(body, max_query_bytes)
+    if body.get("vote") not in VOTES:
+        raise RequestError(422, 'field "vote" must be "up" or "down"')
+    comment = _text_field(body, "comment", MAX_COMMENT_CHARS) or ""
+    named = _text_field(body, "right_entry", MAX_ENTRY_NAME_CHARS)
+    return Vote(query, body["vote"], lang_field(body), comment, named, body.get("answer"))
+
+
+def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote) -> dict:
+    """Store the vote with what was shown and the entry named as right; what was stored."""
+    if store is None:
+        raise RequestError(503, "feedback is turned off on this server (feedback = false)")
+    try:
+        right = named_entry(kb, vote.right_entry)
+    except KbError as e:  # a name that matches nothing: the person can correct it
+        raise RequestError(422, f'field "right_entry": {e}') from None
+    shown = _shown(kb, vote) or shown_by(kb.search(vote.query, lang=vote.lang))
+    row_id = store.add(door, vote.query, shown, generation_of(kb), vote.vote, vote.comment, right)
+    row = store.get(row_id)
+    return {
+        "id": row_id,
+        "vote": vote.vote,
+        "in_queue": row is not None and row.in_queue,
+        "shown": {"match": shown.match, "entries": list(shown.entries)},
+    }
+
+
+def _shown(kb, vote: Vote) -> Shown | None:
+    if vote.answer is None:
+        return None
+    try:
+        return shown_in_answer(kb, vote.query, vote.answer)
+    except KbError as e:
+        raise RequestError(422, f'field "answer": {e}') from None

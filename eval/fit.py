@@ -7,15 +7,15 @@
 Data: ../shared/eval/real_dev.jsonl (real issue-tracker posts; read by path, never copied) and
 the project's own gold sets under eval/gold/. The posts are split into FOLDS folds (stratified by
 knowledge base and answerability); each fold is scored by a model fitted on the other folds plus
-the own sets, repeated over REPEATS seeds of the split. The committed model is then fitted on
-everything, and the file records the data it came from and the cross-validated numbers.
+the own sets, repeated over --repeats seeds of the split (REPEATS). The committed model is then
+fitted on everything, and the file records the data it came from and the cross-validated numbers.
 
 `--gold` adds a team's own labelled posts (`kb feedback export --gold`, or rows written by hand),
 searched in the index they were asked of (`--index`). They are posts people wrote, so they are
 treated as the real posts are: split into the same folds, weighed fully, never scored by a model
 fitted on them, and reported apart from the shared posts.
 
-Writes the model, eval/results/fit.md and eval/results/fit.json.
+Writes the model, and fit.md and fit.json in eval/results (with --gold: beside the model).
 """
 
 from __future__ import annotations
@@ -109,7 +109,16 @@ def load_team(settings, files, index_dir, progress) -> tuple[list, Target | None
     if not index_dir:
         raise KbError("--gold needs --index: the index its posts were asked of (kb ingest PATH --index DIR)")
     target = Indexes(settings, str(index_dir), progress).target(None)
-    return [load_gold(f, settings.shared) for f in files], target
+    golds = [load_gold(f, settings.shared) for f in files]
+    # A set is known by its file name (its weight, its budget, its folds, its lines in fit.md).
+    taken = {"real_dev", *(Path(name).stem for name in GOLD_FILES)}
+    for gold in golds:
+        if gold.path.stem in taken:
+            raise KbError(
+                f"{gold.path}: a set named {gold.path.stem!r} is already in the fit; rename the file"
+            )
+        taken.add(gold.path.stem)
+    return golds, target
 
 
 def unique_ids(sets) -> None:
@@ -310,6 +319,10 @@ def _arguments(argv):
     args = ap.parse_args(argv)
     if args.gold and not args.out:
         ap.error("--gold needs --out: a model fitted on your posts is not the one the project ships")
+    if args.index and not args.gold:
+        ap.error("--index is the index of the --gold posts: give --gold FILE too")
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
     if args.results is None:
         args.results = str(Path(args.out).resolve().parent if args.gold else HERE / "results")
     return args

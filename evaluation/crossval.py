@@ -47,6 +47,7 @@ L2 = 1.0
 # An answer is shown as a match when, over the real posts, at least this share of the answers
 # as confident are right; weaker ones are shown as the closest entry.
 MATCH_PRECISION = 0.8
+REAL_POSTS = "real_dev"  # the shared real posts' set: its budget is every real-post set's
 MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
 FOLDS = 5
 
@@ -168,12 +169,15 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
         [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands]
     )
     thresholds = {}
+    real_sets = {ex.set_name for ex in with_cands if ex.real}
     for shape in SHAPES:
         per_set = []
         for name in sorted(set(sets)):
             mask = (np.array(sets) == name) & (shapes == shape)
             if (mask & answerable_arr).sum() >= MIN_ANSWERABLE:  # too few to say what a budget allows
-                budget = FALSE_ABSTENTION_BUDGET.get(name, 0.05)
+                # Posts people wrote (a team's own too) get the real posts' budget.
+                default = FALSE_ABSTENTION_BUDGET[REAL_POSTS] if name in real_sets else 0.05
+                budget = FALSE_ABSTENTION_BUDGET.get(name, default)
                 per_set.append(
                     pick_threshold(conf[mask & answerable_arr], conf[mask & ~answerable_arr], budget)
                 )
@@ -208,14 +212,20 @@ def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str
     return out
 
 
+def folds_by_set(examples: Sequence[Example], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
+    """Row id -> fold, each set split on its own: adding a team's posts to the real posts leaves
+    the real posts' folds as they were, so the two fits compare."""
+    fold_of: dict[str, int] = {}
+    for name in dict.fromkeys(ex.set_name for ex in examples):
+        fold_of |= folds_of([ex.row for ex in examples if ex.set_name == name], k, seed)
+    return fold_of
+
+
 def cross_validate(
     dev: Sequence[Example], extra: Sequence[Example], k: int, folds: int = FOLDS, seed: int = 0, progress=None
 ) -> tuple[dict[int, Outcome], list[int]]:
     """Held-out outcomes for every example of `dev` (by position), and its fold."""
-    fold_of: dict[str, int] = {}
-    for name in dict.fromkeys(ex.set_name for ex in dev):
-        # Each set is split on its own: adding a team's posts leaves the shared posts' folds as they were.
-        fold_of |= folds_of([ex.row for ex in dev if ex.set_name == name], folds, seed)
+    fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     for f in range(folds):
         train = [ex for ex in dev if fold_of[ex.row.id] != f] + list(extra)

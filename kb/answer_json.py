@@ -24,7 +24,7 @@ def shown_in_answer(kb, query: str, answer: object) -> Shown:
     index. A KbError says what is wrong with it."""
     if not isinstance(answer, dict):
         raise KbError(
-            "it must be the JSON object an answer or a search gave (kb ask --json, /api/ask, /api/search)"
+            "it must be the JSON object an answer or a search gave (kb ask --json, /api/ask, /api/search, MCP ask)"
         )
     strength = answer.get("match")
     if strength not in STRENGTHS:

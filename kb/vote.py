@@ -51,20 +51,27 @@ def vote_fields(body: dict, max_query_bytes: int) -> Vote:
     query = query_field(body, max_query_bytes)
     if body.get("vote") not in VOTES:
         raise RequestError(422, 'field "vote" must be "up" or "down"')
+    lang = lang_field(body)
     comment = _text_field(body, "comment", MAX_COMMENT_CHARS) or ""
     named = _text_field(body, "right_entry", MAX_ENTRY_NAME_CHARS)
-    return Vote(query, body["vote"], lang_field(body), comment, named, body.get("answer"))
+    return Vote(query, body["vote"], lang, comment, named, body.get("answer"))
 
 
-def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote) -> dict:
-    """Store the vote with what was shown and the entry named as right; what was stored."""
+# How a refusal names what to correct: a field of the request (the API, MCP), or the terminal's option.
+FIELD_NAMES = {"right_entry": 'field "right_entry"', "answer": 'field "answer"'}
+
+
+def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: dict = FIELD_NAMES) -> dict:
+    """Store the vote with what was shown and the entry named as right; what was stored. A name
+    that matches no entry, or an answer that cannot be this question's, is refused (422) before
+    anything is stored."""
     if store is None:
         raise RequestError(503, "feedback is turned off on this server (feedback = false)")
     try:
         right = named_entry(kb, vote.right_entry)
     except KbError as e:  # a name that matches nothing: the person can correct it
-        raise RequestError(422, f'field "right_entry": {e}') from None
-    shown = _shown(kb, vote) or shown_by(kb.search(vote.query, lang=vote.lang))
+        raise RequestError(422, f"{names['right_entry']}: {e}") from None
+    shown = _shown(kb, vote, names["answer"]) or shown_by(kb.search(vote.query, lang=vote.lang))
     row_id = store.add(door, vote.query, shown, generation_of(kb), vote.vote, vote.comment, right)
     row = store.get(row_id)
     return {
@@ -75,10 +82,10 @@ def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote) -> dict:
     }
 
 
-def _shown(kb, vote: Vote) -> Shown | None:
+def _shown(kb, vote: Vote, name: str) -> Shown | None:
     if vote.answer is None:
         return None
     try:
         return shown_in_answer(kb, vote.query, vote.answer)
     except KbError as e:
-        raise RequestError(422, f'field "answer": {e}') from None
+        raise RequestError(422, f"{name}: {e}") from None

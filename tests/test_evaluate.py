@@ -145,6 +145,21 @@ def test_folds_keep_a_post_searched_in_two_indexes_together_and_balance_the_stra
     assert folds == folds_of(rows, k=5, seed=3)  # the split is reproducible
 
 
+def test_a_teams_posts_leave_the_real_posts_folds_as_they_were_and_get_folds_of_their_own():
+    from evaluation.crossval import Example, folds_by_set
+
+    def examples(set_name, rows):
+        return [Example(set_name, r, r.kb, None, None, None, 0.0, real=True) for r in rows]
+
+    real = [GoldRow(f"d{i}", "q", "en", "exact", (Expected("a.md", line=1),), kb="alpha") for i in range(12)]
+    real += [row([], id=f"u{i}") for i in range(6)]
+    team = [row([Expected("t.md", line=1)], id=f"t{i}") for i in range(8)] + [row([], id="tu")]
+    alone = folds_by_set(examples("real_dev", real), k=5, seed=2)
+    together = folds_by_set(examples("real_dev", real) + examples("team", team), k=5, seed=2)
+    assert {i: together[i] for i in alone} == alone
+    assert {together[r.id] for r in team if r.answerable} == set(range(5))  # spread over every fold
+
+
 def test_match_strength_metrics():
     right = judge(row([Expected("a.md", line=15)]), shown(A), k=10)
     weak_no = Outcome(False, [Shown(B)], [Shown(B)], weak=True)

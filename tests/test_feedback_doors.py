@@ -49,7 +49,7 @@ def test_terminal_votes_the_queue_and_gold_rows_kb_eval_reads(seeds_index, tmp_p
     assert voted.returncode == 0, voted.stderr
     assert "right entry: NCCL error(5)" in voted.stdout and "unanswered queue" in voted.stdout
     wrong = kb_cli("feedback", "down", IN_DOCKER, "--right", "no such entry", "--index", index, home=home)
-    assert wrong.returncode == 1 and wrong.stderr.startswith("kb feedback: no entry 'no such entry'")
+    assert wrong.returncode == 1 and wrong.stderr.startswith("kb feedback: --right: no entry 'no such entry'")
     assert "Traceback" not in wrong.stderr
     up = kb_cli(
         "feedback", "up", "Init plugin so failed, ret = 1343225860", "--json", "--index", index, home=home

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, needs_shared
@@ -77,9 +78,19 @@ def test_a_team_refits_on_its_exported_votes_and_the_doors_use_that_model(tmp_pa
     # The shared posts are still cross-validated and reported as before.
     assert report["cv"]["folds"][0]["overall"]["queries"] > 0
 
-    asked = run(["-m", "kb", "search", "--json", VOTED[0][0], "--index", index], home, KB_RANKER=str(out))
-    assert asked.returncode == 0, asked.stderr
-    assert "29500" in json.loads(asked.stdout)["hits"][0]["title"]
+    # A set is known by its file name: a team file may not take one the fit already has.
+    clash = tmp_path / "seeds.jsonl"
+    clash.write_text(Path(gold).read_text("utf-8"), "utf-8")
+    refused = run([*fit[:2], str(clash), *fit[3:]], home)
+    assert refused.returncode == 1 and "'seeds' is already in the fit; rename the file" in refused.stderr
+
+    # The doors use the team's model when KB_RANKER names it: the same entry, weighed by other weights.
+    search = ["-m", "kb", "search", "--json", VOTED[0][0], "--index", index]
+    with_team, shipped = run(search, home, KB_RANKER=str(out)), run(search, home)
+    assert with_team.returncode == 0, with_team.stderr
+    team_hit, shipped_hit = (json.loads(r.stdout)["hits"][0] for r in (with_team, shipped))
+    assert "29500" in team_hit["title"] and team_hit["entry_id"] == shipped_hit["entry_id"]
+    assert team_hit["score"] != shipped_hit["score"]
 
 
 def test_a_team_fit_says_what_it_is_missing(tmp_path):

@@ -16,7 +16,7 @@ from conftest import ROOT
 from helpers import NCCL_LINE, call, stderr_lines, training_log, wait_for_line
 
 from kb.doors.host.live import LiveKb
-from kb.feedback import FeedbackStore
+from kb.feedback import MAX_COMMENT_CHARS, FeedbackStore
 from kb.schema import ask_json, entry_json, search_json
 
 mcp = pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'bilingual-kb[mcp]'")
@@ -124,7 +124,7 @@ def test_in_memory_client_lists_and_calls_every_tool(seeds_kb, store):
 
 async def vote_as_an_agent(client, kb) -> list[dict]:
     """An agent tried two answers: the first fixed the error, the second did not and another
-    entry did (its answer passed as JSON text, as some clients do). Then four votes refused."""
+    entry did (its answer passed as JSON text, as some clients do). Then six votes refused."""
     fixed = payload(await client.call_tool("ask", {"query": NCCL_LINE}))
     up = {"query": NCCL_LINE, "vote": "up", "answer": fixed, "comment": "NCCL_SOCKET_IFNAME=eth0 fixed it"}
     gap = payload(await client.call_tool("ask", {"query": BREAD}))
@@ -135,6 +135,13 @@ async def vote_as_an_agent(client, kb) -> list[dict]:
         'field "vote"': {"query": NCCL_LINE, "vote": "maybe"},
         'field "answer"': {"query": CHINESE, "vote": "up", "answer": fixed},  # another question's answer
         'field "right_entry"': {"query": NCCL_LINE, "vote": "down", "right_entry": "no such entry at all"},
+        'field "lang"': {
+            "query": NCCL_LINE,
+            "vote": "up",
+            "lang": "fr",
+            "comment": "x" * (MAX_COMMENT_CHARS + 1),
+        },
+        "it must be the JSON object": {"query": NCCL_LINE, "vote": "up", "answer": "not JSON {"},
         "KB_MAX_QUERY_BYTES": {"query": oversize(kb.settings), "vote": "down"},
     }
     for words, args in refusals.items():

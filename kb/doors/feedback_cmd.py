@@ -58,11 +58,10 @@ def _question_of(answer: object) -> str:
 
 
 def cmd_vote(args, settings) -> int:
-    from ..answer_json import shown_in_answer
-    from ..feedback import generation_of, named_entry, shown_by
     from ..progress import ProgressBar
     from ..query import check_query
     from ..service import KnowledgeBase
+    from ..vote import Vote, record_vote
 
     answer = _saved_answer(args.answer) if args.answer else None
     text = args.text if args.text is not None else _question_of(answer)
@@ -71,23 +70,18 @@ def cmd_vote(args, settings) -> int:
     query = check_query(text, settings.max_query_bytes)
     store = _store(settings)
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))
-    right = named_entry(kb, args.right)  # a name that matches nothing stops here, before storing
-    if answer is None:
-        shown = shown_by(kb.search(query, lang=args.lang))
-    else:
-        try:
-            shown = shown_in_answer(kb, query, answer)
-        except KbError as e:
-            raise KbError(f"--answer {args.answer}: {e}") from None
-    row_id = store.add("cli", query, shown, generation_of(kb), args.vote, args.comment or "", right)
-    row = store.get(row_id)
+    vote = Vote(query, args.vote, args.lang, args.comment or "", args.right, answer)
+    names = {"right_entry": "--right", "answer": f"--answer {args.answer}"}
+    stored = record_vote(kb, store, "cli", vote, names)
+    row = store.get(stored["id"])
     assert row is not None
     if args.json:
-        print(json.dumps({"id": row_id, "vote": args.vote, "in_queue": row.in_queue}, ensure_ascii=False))
+        print(json.dumps({"id": row.id, "vote": args.vote, "in_queue": row.in_queue}, ensure_ascii=False))
         return 0
     mark = "👍" if args.vote == "up" else "👎"
-    print(f"recorded {mark} #{row_id} ({shown.match}: {len(shown.entries)} entries shown)")
-    if right:
+    print(f"recorded {mark} #{row.id} ({row.match}: {len(row.shown)} entries shown)")
+    if row.right:
+        right = row.right
         print(f"  right entry: {right['title']} ({right['doc']}:{right['start_line']}-{right['end_line']})")
     if row.in_queue:
         print("  it is in the unanswered queue: kb feedback list")

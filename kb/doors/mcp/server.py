@@ -7,7 +7,7 @@
                                        other-language version)
     feedback(query, vote, answer?, right_entry?, comment?, lang?)
                                     -> the JSON of POST /api/feedback: after trying an answer,
-                                       whether it worked (the only tool that writes)
+                                       whether it worked (stored as a vote)
     faq://{entry_id}                -> one entry as markdown, for a client to attach
 
 Fields are checked by the rules the HTTP API uses (kb/request.py): the same size limit, the same

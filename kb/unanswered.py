@@ -1,6 +1,10 @@
 """The unanswered queue: every "no match" and every thumbs-down (kb/feedback.py), grouped by
 error signature, and written out as gold rows a maintainer reviews and adds to a regression set.
 
+`kb feedback export --confirmed` adds the answers people confirmed with a thumbs-up, as rows whose
+right entry is the one the answer showed first: with the queue, the labelled posts a team refits
+the ranking model on (`eval/fit.py --gold`).
+
 The signature is what crash-grouping systems key on: the post's most telling error line as the
 post reader cleans it (index/post.py: timestamps, hosts, IPs, addresses, paths, pids and ranks
 already gone), from its exception name on, without the words that still hold numbers, together
@@ -10,8 +14,8 @@ different machines at different times make one group with a count of ten. A ques
 error line groups by its words.
 
 Nothing here feeds back into ranking: the way from feedback to better answers goes through a
-person who reviews the exported rows, adds them to a gold set, and refits (eval/fit.py), so a
-change is measured before it ships.
+person who reviews the exported rows and refits (eval/fit.py --gold), so a change is measured
+before it ships.
 """
 
 from __future__ import annotations
@@ -132,28 +136,57 @@ def _expected(entry: dict) -> dict:
     return {"doc": entry["doc"], "line": entry["start_line"], "title": entry["title"]}
 
 
-def gold_row(group: Group) -> dict | None:
-    """A group as a row of the project's gold format (evaluation/gold.py), or None when its
-    right answer is unknown (a thumbs-down on an entry, and nobody said which one was right)."""
+def _gold_json(row_id: str, rows: list[Row], expected: list[dict]) -> dict:
+    """Rows of one signature as a row of the project's gold format (evaluation/gold.py)."""
     from index.post import read_post
 
-    if not group.named and not group.true_gap:
-        return None
-    latest = group.latest
+    latest = max(rows, key=lambda r: r.updated)
     return {
-        "id": f"feedback-{group.signature}",
+        "id": row_id,
         "query": latest.query,
         "lang": latest.lang,
         "kind": "log" if read_post(latest.query[:MAX_SIGNATURE_CHARS]).is_log else "question",
-        "expected": [_expected(e) for e in group.named],
-        "count": group.count,
-        "comments": [r.comment for r in group.rows if r.comment][:5],
+        "expected": expected,
+        "count": len(rows),
+        "comments": [r.comment for r in rows if r.comment][:5],
     }
 
 
-def write_gold(rows: Iterable[Row], path: str | Path) -> tuple[int, int]:
-    """Write the queue as gold rows to `path` (JSONL, `kb eval` reads it); (rows written, groups
-    left out because nobody said what the right answer is)."""
+def gold_row(group: Group) -> dict | None:
+    """A queue group as a gold row, or None when its right answer is unknown (a thumbs-down on
+    an entry, and nobody said which one was right)."""
+    if not group.named and not group.true_gap:
+        return None
+    return _gold_json(f"feedback-{group.signature}", group.rows, [_expected(e) for e in group.named])
+
+
+def confirmed_rows(rows: Iterable[Row]) -> tuple[list[dict], int]:
+    """Thumbs-up votes as gold rows: the entry the answer showed first answers the question (after
+    a "no match", that nothing does), the entry most voted for when people confirmed different
+    ones; grouped by signature as the queue is. A signature the queue also holds (a thumbs-down
+    or an unvoted "no match" for the same error) is disputed: left out, and counted."""
+    rows = list(rows)
+    queued = {r.signature for r in rows if r.in_queue}
+    ups: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.vote == "up":
+            ups.setdefault(r.signature, []).append(r)
+    out, disputed = [], 0
+    for sig, voted in ups.items():
+        if sig in queued:
+            disputed += 1
+            continue
+        firsts = Counter(
+            json.dumps(_expected(r.shown[0]), sort_keys=True) for r in voted if r.match != "none" and r.shown
+        )
+        expected = [json.loads(k) for k, _ in firsts.most_common(1)]
+        out.append(_gold_json(f"feedback-up-{sig}", voted, expected))
+    return out, disputed
+
+
+def queue_rows(rows: Iterable[Row]) -> tuple[list[dict], int]:
+    """The queue as gold rows, and how many groups were left out because nobody said what the
+    right answer is."""
     out, unknown = [], 0
     for g in groups(rows):
         row = gold_row(g)
@@ -161,7 +194,11 @@ def write_gold(rows: Iterable[Row], path: str | Path) -> tuple[int, int]:
             unknown += 1
         else:
             out.append(row)
+    return out, unknown
+
+
+def write_rows(out: list[dict], path: str | Path) -> None:
+    """Gold rows as JSONL that `kb eval` and `eval/fit.py --gold` read."""
     meta = {"meta": {"name": "feedback " + time.strftime("%Y-%m-%d")}}
     text = "\n".join(json.dumps(r, ensure_ascii=False) for r in [meta, *out]) + "\n"
     Path(path).write_text(text, encoding="utf-8")
-    return len(out), unknown

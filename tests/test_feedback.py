@@ -24,7 +24,7 @@ from kb.feedback import (
     resolve_entry,
     scrub,
 )
-from kb.unanswered import groups, signature, write_gold
+from kb.unanswered import groups, queue_rows, signature, write_rows
 
 
 def entry(title: str, doc: str = "faq/nccl.md", start: int = 10, end: int = 20, lang: str = "en") -> Entry:
@@ -178,8 +178,9 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
     )  # same signature: the named entry covers it
     store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # unknown answer
     gold = tmp_path / "feedback.jsonl"
-    written, unknown = write_gold(store.rows(), gold)
-    assert (written, unknown) == (3, 1)
+    out, unknown = queue_rows(store.rows())
+    write_rows(out, gold)
+    assert (len(out), unknown) == (3, 1)
     loaded = load_gold(gold)
     by_kind = {tuple(x.doc for x in r.expected): r for r in loaded.rows}
     named = by_kind[("faq/nccl.md",)]
@@ -192,6 +193,25 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
         "feedback"
     )
     assert any(r.get("comments") == ["error(2), not (5)"] for r in raw[1:])
+
+
+def test_confirmed_answers_become_gold_rows_unless_the_queue_disputes_them(store):
+    from kb.unanswered import confirmed_rows
+
+    shown_nccl2 = Shown("weak", "en", (entry_ref(NCCL2), entry_ref(NCCL5)))
+    for seed, shown in ((1, SHOWN_MATCH), (2, shown_nccl2), (3, shown_nccl2)):  # one error, three 👍
+        store.add("web", nccl_paste(seed), shown, "g", vote="up")
+    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g", vote="up")  # "no match" was right
+    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="up")
+    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # disputed
+    store.add("web", "which port does the launcher use?", SHOWN_MATCH, "g")  # no vote: not confirmed
+    rows, disputed = confirmed_rows(store.rows())
+    assert disputed == 1 and len(rows) == 2
+    nccl, bread = sorted(rows, key=lambda r: r["count"], reverse=True)
+    # Most people confirmed the entry a weak answer showed first: error(2).
+    assert nccl["count"] == 3 and nccl["id"].startswith("feedback-up-") and nccl["kind"] == "log"
+    assert nccl["expected"] == [{"doc": NCCL2.doc, "line": NCCL2.start_line, "title": NCCL2.title}]
+    assert bread["expected"] == [] and bread["query"] == "how do I bake bread?"
 
 
 def test_the_right_entry_by_id_location_line_or_title():

@@ -28,6 +28,7 @@ VOTED = (
     ),
 )
 BREAD = "how do I bake sourdough bread at home"
+CONFIRMED = "NCCL picks the wrong network card on our nodes, how do I make it use another one?"
 
 
 def run(args: list[str], home, **env) -> subprocess.CompletedProcess:
@@ -42,8 +43,8 @@ def run(args: list[str], home, **env) -> subprocess.CompletedProcess:
 
 
 def team_gold(tmp_path) -> tuple[str, str, object]:
-    """The bundled FAQ as the team's index, two votes naming the right entry and one question
-    nothing answers, exported as gold rows."""
+    """The bundled FAQ as the team's index, two 👎 naming the right entry, one question nothing
+    answers and one 👍, exported as gold rows."""
     home, index, gold = tmp_path / "home", str(tmp_path / "idx"), str(tmp_path / "team.jsonl")
     assert (
         run(["-m", "kb", "ingest", str(ROOT / "kb" / "data" / "faq"), "--index", index], home).returncode == 0
@@ -52,7 +53,13 @@ def team_gold(tmp_path) -> tuple[str, str, object]:
         voted = run(["-m", "kb", "feedback", "down", text, "--right", right, "--index", index], home)
         assert voted.returncode == 0, voted.stderr
     assert "no entry" in run(["-m", "kb", "ask", BREAD, "--index", index], home).stdout
-    assert run(["-m", "kb", "feedback", "export", "--gold", gold, "--index", index], home).returncode == 0
+    assert run(["-m", "kb", "feedback", "up", CONFIRMED, "--index", index], home).returncode == 0
+    export = ["-m", "kb", "feedback", "export", "--gold", gold, "--confirmed", "--index", index]
+    exported = run(export, home)
+    assert (
+        "wrote 4 gold rows to " in exported.stdout
+        and "(3 from the queue, 1 confirmed with 👍)" in exported.stdout
+    )
     return index, gold, home
 
 
@@ -67,14 +74,14 @@ def test_a_team_refits_on_its_exported_votes_and_the_doors_use_that_model(tmp_pa
 
     data = {d["set"]: d for d in load_model(str(out)).meta["data"]}
     assert {"real_dev", "seeds", "team"} <= set(data)
-    assert data["team"]["rows"] == 3 and data["team"]["index"] == index
+    assert data["team"]["rows"] == 4 and data["team"]["index"] == index
     report = json.loads((out.parent / "fit.json").read_text("utf-8"))
     team = report["team"]["team"]
     # Every team post is scored once per split, by a model of the folds it is not in.
-    assert sum(f["queries"] for f in team["folds"]) == 3
-    assert sum(f["answerable"] for f in team["folds"]) == 2
-    assert team["in_sample"]["queries"] == 3
-    assert "| team | 3 |" in (out.parent / "fit.md").read_text("utf-8")
+    assert sum(f["queries"] for f in team["folds"]) == 4
+    assert sum(f["answerable"] for f in team["folds"]) == 3
+    assert team["in_sample"]["queries"] == 4
+    assert "| team | 4 |" in (out.parent / "fit.md").read_text("utf-8")
     # The shared posts are still cross-validated and reported as before.
     assert report["cv"]["folds"][0]["overall"]["queries"] > 0
 

@@ -322,6 +322,9 @@ def _add_feedback_command(sub) -> None:
     lp.set_defaults(func=_lazy("kb.doors.feedback_cmd", "cmd_list"))
     ep = actions.add_parser("export", help="write the queue as gold rows that kb eval reads")
     ep.add_argument("--gold", required=True, metavar="FILE", help="the JSONL file to write")
+    ep.add_argument(
+        "--confirmed", action="store_true", help="also the answers confirmed with 👍 (to refit on)"
+    )
     _add_index(ep)
     ep.set_defaults(func=_lazy("kb.doors.feedback_cmd", "cmd_export"))
 

@@ -111,14 +111,27 @@ def cmd_list(args, settings) -> int:
 
 
 def cmd_export(args, settings) -> int:
-    from ..unanswered import write_gold
+    from ..unanswered import confirmed_rows, queue_rows, write_rows
 
-    written, unknown = write_gold(_store(settings).rows(queue=True), args.gold)
-    print(f"wrote {written} gold rows to {args.gold} (review them, then: kb eval {args.gold} --index INDEX)")
+    rows = _store(settings).rows()
+    out, unknown = queue_rows(rows)
+    confirmed, disputed = confirmed_rows(rows) if args.confirmed else ([], 0)
+    write_rows(out + confirmed, args.gold)
+    parts = f" ({len(out)} from the queue, {len(confirmed)} confirmed with 👍)" if args.confirmed else ""
+    print(
+        f"wrote {len(out) + len(confirmed)} gold rows to {args.gold}{parts} "
+        f"(review them, then: kb eval {args.gold} --index INDEX)"
+    )
     if unknown:
         print(
             f"left out {unknown} signatures with a thumbs-down but no named entry: "
             "the right answer is unknown (kb feedback list shows them)",
+            file=sys.stderr,
+        )
+    if disputed:
+        print(
+            f"left out {disputed} confirmed signatures that the queue also holds (a thumbs-down or a "
+            '"no match" for the same error): review them with kb feedback list',
             file=sys.stderr,
         )
     return 0

@@ -10,10 +10,10 @@ knowledge base and answerability); each fold is scored by a model fitted on the 
 the own sets, repeated over --repeats seeds of the split (REPEATS). The committed model is then
 fitted on everything, and the file records the data it came from and the cross-validated numbers.
 
-`--gold` adds a team's own labelled posts (`kb feedback export --gold`, or rows written by hand),
-searched in the index they were asked of (`--index`). They are posts people wrote, so they are
-treated as the real posts are: split into the same folds, weighed fully, never scored by a model
-fitted on them, and reported apart from the shared posts.
+`--gold` adds a team's own labelled posts (`kb feedback export --gold FILE --confirmed`, or rows
+written by hand), searched in the index they were asked of (`--index`). They are posts people
+wrote, so they are treated as the real posts are: split into the same folds, weighed fully,
+never scored by a model fitted on them, and reported apart from the shared posts.
 
 Writes the model, and fit.md and fit.json in eval/results (with --gold: beside the model).
 """
@@ -108,17 +108,16 @@ def load_team(settings, files, index_dir, progress) -> tuple[list, Target | None
         return [], None
     if not index_dir:
         raise KbError("--gold needs --index: the index its posts were asked of (kb ingest PATH --index DIR)")
-    target = Indexes(settings, str(index_dir), progress).target(None)
     golds = [load_gold(f, settings.shared) for f in files]
     # A set is known by its file name (its weight, its budget, its folds, its lines in fit.md).
-    taken = {"real_dev", *(Path(name).stem for name in GOLD_FILES)}
+    taken = {crossval.REAL_POSTS, *(Path(name).stem for name in GOLD_FILES)}
     for gold in golds:
         if gold.path.stem in taken:
             raise KbError(
                 f"{gold.path}: a set named {gold.path.stem!r} is already in the fit; rename the file"
             )
         taken.add(gold.path.stem)
-    return golds, target
+    return golds, Indexes(settings, str(index_dir), progress).target(None)
 
 
 def unique_ids(sets) -> None:
@@ -311,7 +310,7 @@ def _arguments(argv):
     ap.add_argument("--results", default=None, help="where fit.md and fit.json go (default: eval/results, "
                     "or beside --out with --gold)")  # fmt: skip
     ap.add_argument("--gold", action="append", default=[], metavar="FILE",
-                    help="a team's own labelled posts (kb feedback export --gold); repeatable")  # fmt: skip
+                    help="a team's own labelled posts (kb feedback export --confirmed); repeatable")  # fmt: skip
     ap.add_argument("--index", default=None, help="the index the --gold posts were asked of")
     ap.add_argument(
         "--repeats", type=int, default=REPEATS, help=f"splits of the cross-validation (default {REPEATS})"

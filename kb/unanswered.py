@@ -2,8 +2,8 @@
 error signature, and written out as gold rows a maintainer reviews and adds to a regression set.
 
 `kb feedback export --confirmed` adds the answers people confirmed with a thumbs-up, as rows whose
-right entry is the one the answer showed first: with the queue, the labelled posts a team refits
-the ranking model on (`eval/fit.py --gold`).
+right entry is the one the answer showed first (`export_rows` says how the two agree or not):
+with the queue, the labelled posts a team refits the ranking model on (`eval/fit.py --gold`).
 
 The signature is what crash-grouping systems key on: the post's most telling error line as the
 post reader cleans it (index/post.py: timestamps, hosts, IPs, addresses, paths, pids and ranks
@@ -160,41 +160,65 @@ def gold_row(group: Group) -> dict | None:
     return _gold_json(f"feedback-{group.signature}", group.rows, [_expected(e) for e in group.named])
 
 
-def confirmed_rows(rows: Iterable[Row]) -> tuple[list[dict], int]:
-    """Thumbs-up votes as gold rows: the entry the answer showed first answers the question (after
-    a "no match", that nothing does), the entry most voted for when people confirmed different
-    ones; grouped by signature as the queue is. A signature the queue also holds (a thumbs-down
-    or an unvoted "no match" for the same error) is disputed: left out, and counted."""
+def confirmed_expected(voted: list[Row]) -> list[dict] | None:
+    """What thumbs-up votes on one error say answers it: the entry their answers showed first,
+    or nothing (a thumbs-up on "no match"), whichever most votes confirmed (a tie: the first
+    confirmed). None when no vote says (an answer that showed no entry)."""
+    votes: Counter = Counter()
+    for r in voted:
+        if r.match == "none":
+            votes["none"] += 1
+        elif r.shown:
+            votes[json.dumps(_expected(r.shown[0]), sort_keys=True)] += 1
+    if not votes:
+        return None
+    key = votes.most_common(1)[0][0]
+    return [] if key == "none" else [json.loads(key)]
+
+
+@dataclass
+class Export:
+    """Gold rows from the feedback store, and what was left out."""
+
+    rows: list[dict] = field(default_factory=list)
+    unknown: int = 0  # queue groups with a thumbs-down and no named entry: the answer is unknown
+    disputed: int = 0  # errors confirmed with a thumbs-up that a thumbs-down contradicts
+
+
+def export_rows(rows: Iterable[Row], confirmed: bool = False) -> Export:
+    """The queue as gold rows; with `confirmed`, the thumbs-up votes too, grouped by signature as
+    the queue is. Where both speak of one error:
+    - the queue holds only "no match" answers nobody voted on: the thumbs-up is what a person
+      said, so its row is written instead of the gap (the same rows whenever an ask was followed
+      by a vote on it, from the terminal, the API or MCP);
+    - a thumbs-down named the entry the thumbs-up confirmed: they agree, the queue's row is written;
+    - otherwise they disagree: the queue's row is written (or left out, if unknown) and the
+      thumbs-up is counted as disputed."""
     rows = list(rows)
-    queued = {r.signature for r in rows if r.in_queue}
     ups: dict[str, list[Row]] = {}
-    for r in rows:
-        if r.vote == "up":
-            ups.setdefault(r.signature, []).append(r)
-    out, disputed = [], 0
-    for sig, voted in ups.items():
-        if sig in queued:
-            disputed += 1
-            continue
-        firsts = Counter(
-            json.dumps(_expected(r.shown[0]), sort_keys=True) for r in voted if r.match != "none" and r.shown
-        )
-        expected = [json.loads(k) for k, _ in firsts.most_common(1)]
-        out.append(_gold_json(f"feedback-up-{sig}", voted, expected))
-    return out, disputed
-
-
-def queue_rows(rows: Iterable[Row]) -> tuple[list[dict], int]:
-    """The queue as gold rows, and how many groups were left out because nobody said what the
-    right answer is."""
-    out, unknown = [], 0
+    if confirmed:
+        for r in rows:
+            if r.vote == "up":
+                ups.setdefault(r.signature, []).append(r)
+    out = Export()
     for g in groups(rows):
+        voted = ups.pop(g.signature, [])
+        expected = confirmed_expected(voted) if voted else None
+        if expected is not None and not g.down:
+            out.rows.append(_gold_json(f"feedback-up-{g.signature}", voted, expected))
+            continue
+        if expected is not None and expected != [_expected(e) for e in g.named]:
+            out.disputed += 1
         row = gold_row(g)
         if row is None:
-            unknown += 1
+            out.unknown += 1
         else:
-            out.append(row)
-    return out, unknown
+            out.rows.append(row)
+    for sig, voted in ups.items():
+        expected = confirmed_expected(voted)
+        if expected is not None:
+            out.rows.append(_gold_json(f"feedback-up-{sig}", voted, expected))
+    return out
 
 
 def write_rows(out: list[dict], path: str | Path) -> None:

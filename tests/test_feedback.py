@@ -24,7 +24,7 @@ from kb.feedback import (
     resolve_entry,
     scrub,
 )
-from kb.unanswered import groups, queue_rows, signature, write_rows
+from kb.unanswered import export_rows, groups, signature, write_rows
 
 
 def entry(title: str, doc: str = "faq/nccl.md", start: int = 10, end: int = 20, lang: str = "en") -> Entry:
@@ -178,9 +178,9 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
     )  # same signature: the named entry covers it
     store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # unknown answer
     gold = tmp_path / "feedback.jsonl"
-    out, unknown = queue_rows(store.rows())
-    write_rows(out, gold)
-    assert (len(out), unknown) == (3, 1)
+    out = export_rows(store.rows())
+    write_rows(out.rows, gold)
+    assert (len(out.rows), out.unknown) == (3, 1)
     loaded = load_gold(gold)
     by_kind = {tuple(x.doc for x in r.expected): r for r in loaded.rows}
     named = by_kind[("faq/nccl.md",)]
@@ -195,23 +195,41 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
     assert any(r.get("comments") == ["error(2), not (5)"] for r in raw[1:])
 
 
-def test_confirmed_answers_become_gold_rows_unless_the_queue_disputes_them(store):
-    from kb.unanswered import confirmed_rows
+def test_confirmed_answers_become_gold_rows_and_agree_or_not_with_the_queue(store):
+    from kb.unanswered import export_rows
 
-    shown_nccl2 = Shown("weak", "en", (entry_ref(NCCL2), entry_ref(NCCL5)))
-    for seed, shown in ((1, SHOWN_MATCH), (2, shown_nccl2), (3, shown_nccl2)):  # one error, three 👍
-        store.add("web", nccl_paste(seed), shown, "g", vote="up")
-    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g", vote="up")  # "no match" was right
-    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="up")
-    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # disputed
-    store.add("web", "which port does the launcher use?", SHOWN_MATCH, "g")  # no vote: not confirmed
-    rows, disputed = confirmed_rows(store.rows())
-    assert disputed == 1 and len(rows) == 2
-    nccl, bread = sorted(rows, key=lambda r: r["count"], reverse=True)
-    # Most people confirmed the entry a weak answer showed first: error(2).
-    assert nccl["count"] == 3 and nccl["id"].startswith("feedback-up-") and nccl["kind"] == "log"
+    nccl2_first = Shown("weak", "en", (entry_ref(NCCL2), entry_ref(NCCL5)))
+    for seed, shown in enumerate((SHOWN_MATCH, nccl2_first, nccl2_first, nccl2_first, SHOWN_MATCH)):
+        store.add("web", nccl_paste(seed), shown, "g", vote="up")  # one error: 3 👍 on error(2), 2 on (5)
+    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g")  # kb ask stores its "no match"...
+    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g", vote="up")  # ...then the 👍 on it
+    store.add("api", "which port does the launcher use?", SHOWN_NONE, "g")  # a gap then, since answered
+    store.add("api", "which port does the launcher use?", SHOWN_MATCH, "g", vote="up")
+    store.add(
+        "web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, "g", vote="down", right=entry_ref(NCCL5)
+    )
+    store.add("web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, "g", vote="up")  # agrees: error(5)
+    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, "g", vote="down", right=entry_ref(NCCL2))
+    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, "g", vote="up")  # disputed: (5) or (2)?
+    store.add("web", "an answer that showed nothing", Shown("match", "en", ()), "g", vote="up")
+    store.add("web", "NCCL WARN a question nobody voted on", SHOWN_MATCH, "g")
+
+    out = export_rows(store.rows(), confirmed=True)
+    by_query = {r["query"].splitlines()[0][:40]: r for r in out.rows}
+    assert out.disputed == 1 and out.unknown == 0 and len(out.rows) == 5
+    nccl = next(r for r in out.rows if r["kind"] == "log")
+    # The most confirmed entry, though the first and the latest 👍 were on error(5).
+    assert nccl["count"] == 5 and nccl["id"].startswith("feedback-up-")
     assert nccl["expected"] == [{"doc": NCCL2.doc, "line": NCCL2.start_line, "title": NCCL2.title}]
-    assert bread["expected"] == [] and bread["query"] == "how do I bake bread?"
+    assert by_query["how do I bake bread?"]["expected"] == []  # the 👍 replaced the unvoted gap
+    assert by_query["which port does the launcher use?"]["expected"][0]["title"] == NCCL5.title
+    agreed = by_query["what does ncclInvalidUsage mean?"]
+    assert agreed["id"].startswith("feedback-") and not agreed["id"].startswith("feedback-up-")
+    assert by_query["is NCCL_P2P_DISABLE=1 safe?"]["expected"][0]["title"] == NCCL2.title  # the 👎's entry
+    plain = export_rows(store.rows())  # without --confirmed: the queue alone, the gaps as gaps
+    assert plain.disputed == 0 and not any(r["id"].startswith("feedback-up-") for r in plain.rows)
+    gaps = {r["query"] for r in plain.rows if r["expected"] == []}
+    assert gaps == {"how do I bake bread?", "which port does the launcher use?"}
 
 
 def test_the_right_entry_by_id_location_line_or_title():

@@ -4,6 +4,7 @@
     kb feedback up "Init plugin so failed, ret = 1343225860"
     kb feedback list [--json]             the queue, one row per error signature, with its count
     kb feedback export --gold FILE        the queue as gold rows `kb eval FILE` reads
+    kb feedback export --gold FILE --confirmed   and the answers confirmed with 👍 (to refit on)
 
 A vote from the terminal records what `kb search` shows for the question now (the entries, the
 match strength, the index generation), or with `--answer FILE` what the answer saved from
@@ -71,7 +72,7 @@ def cmd_vote(args, settings) -> int:
     store = _store(settings)
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))
     vote = Vote(query, args.vote, args.lang, args.comment or "", args.right, answer)
-    names = {"right_entry": "--right", "answer": f"--answer {args.answer}"}
+    names = {"right_entry": "--right", "answer": f"--answer {args.answer}" if args.answer else "--answer"}
     stored = record_vote(kb, store, "cli", vote, names)
     row = store.get(stored["id"])
     assert row is not None
@@ -111,27 +112,27 @@ def cmd_list(args, settings) -> int:
 
 
 def cmd_export(args, settings) -> int:
-    from ..unanswered import confirmed_rows, queue_rows, write_rows
+    from ..unanswered import export_rows, write_rows
 
-    rows = _store(settings).rows()
-    out, unknown = queue_rows(rows)
-    confirmed, disputed = confirmed_rows(rows) if args.confirmed else ([], 0)
-    write_rows(out + confirmed, args.gold)
-    parts = f" ({len(out)} from the queue, {len(confirmed)} confirmed with 👍)" if args.confirmed else ""
+    out = export_rows(_store(settings).rows(), confirmed=args.confirmed)
+    write_rows(out.rows, args.gold)
+    ups = sum(r["id"].startswith("feedback-up-") for r in out.rows)
+    parts = f" ({len(out.rows) - ups} from the queue, {ups} confirmed with 👍)" if args.confirmed else ""
     print(
-        f"wrote {len(out) + len(confirmed)} gold rows to {args.gold}{parts} "
+        f"wrote {len(out.rows)} gold rows to {args.gold}{parts} "
         f"(review them, then: kb eval {args.gold} --index INDEX)"
     )
-    if unknown:
+    if out.unknown:
         print(
-            f"left out {unknown} signatures with a thumbs-down but no named entry: "
+            f"left out {out.unknown} signatures with a thumbs-down but no named entry: "
             "the right answer is unknown (kb feedback list shows them)",
             file=sys.stderr,
         )
-    if disputed:
+    if out.disputed:
         print(
-            f"left out {disputed} confirmed signatures that the queue also holds (a thumbs-down or a "
-            '"no match" for the same error): review them with kb feedback list',
+            f"left out the 👍 of {out.disputed} signatures that a thumbs-down contradicts (it named another "
+            "entry, or none): kb feedback list shows them, and `kb feedback down TEXT --right ENTRY` "
+            "says which entry is right",
             file=sys.stderr,
         )
     return 0

@@ -369,7 +369,7 @@ def main(argv=None) -> int:
         "embedder": embedder.id,
         "sources": sources,
         "repeats": args.repeats,
-        "cv": cv,
+        "cv": {k: v for k, v in cv.items() if k != "team"},  # the team's folds are under "team"
         "in_sample": in_sample,
         "team": {
             t.name: {

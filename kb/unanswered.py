@@ -181,8 +181,13 @@ class Export:
     """Gold rows from the feedback store, and what was left out."""
 
     rows: list[dict] = field(default_factory=list)
+    confirmed: int = 0  # of the rows, those from thumbs-up votes
     unknown: int = 0  # queue groups with a thumbs-down and no named entry: the answer is unknown
     disputed: int = 0  # errors confirmed with a thumbs-up that a thumbs-down contradicts
+
+    def add_confirmed(self, signature: str, voted: list[Row], expected: list[dict]) -> None:
+        self.rows.append(_gold_json(f"feedback-up-{signature}", voted, expected))
+        self.confirmed += 1
 
 
 def export_rows(rows: Iterable[Row], confirmed: bool = False) -> Export:
@@ -205,7 +210,7 @@ def export_rows(rows: Iterable[Row], confirmed: bool = False) -> Export:
         voted = ups.pop(g.signature, [])
         expected = confirmed_expected(voted) if voted else None
         if expected is not None and not g.down:
-            out.rows.append(_gold_json(f"feedback-up-{g.signature}", voted, expected))
+            out.add_confirmed(g.signature, voted, expected)
             continue
         if expected is not None and expected != [_expected(e) for e in g.named]:
             out.disputed += 1
@@ -217,7 +222,7 @@ def export_rows(rows: Iterable[Row], confirmed: bool = False) -> Export:
     for sig, voted in ups.items():
         expected = confirmed_expected(voted)
         if expected is not None:
-            out.rows.append(_gold_json(f"feedback-up-{sig}", voted, expected))
+            out.add_confirmed(sig, voted, expected)
     return out
 
 

@@ -4,7 +4,7 @@ words, and recorded in the store every door shares (kb/feedback.py).
 
     {"query": str, "vote": "up"|"down", "comment"?: str, "right_entry"?: str, "lang"?: "zh"|"en"|null,
      "answer"?: the JSON an answer or a search gave for the query}
-    -> {"id": n, "vote": ..., "in_queue": bool, "shown": {"match", "entries": [...]}}
+    -> {"id": n, "vote": ..., "in_queue": bool, "shown": {"match", "entries": [...]}}  (vote_json)
 
 With `answer`, the vote is stored with what that answer showed (kb/answer_json.py): with a
 language model an answer may cite another entry than retrieval's first, or say none applies, and
@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from .answer_json import shown_in_answer
 from .errors import KbError
-from .feedback import MAX_COMMENT_CHARS, VOTES, FeedbackStore, Shown, generation_of, named_entry, shown_by
+from .feedback import (
+    MAX_COMMENT_CHARS,
+    VOTES,
+    FeedbackStore,
+    Row,
+    Shown,
+    generation_of,
+    named_entry,
+    shown_by,
+)
 from .request import RequestError, json_type, lang_field, query_field
 
 MAX_ENTRY_NAME_CHARS = 1000
@@ -61,8 +70,8 @@ def vote_fields(body: dict, max_query_bytes: int) -> Vote:
 FIELD_NAMES = {"right_entry": 'field "right_entry"', "answer": 'field "answer"'}
 
 
-def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: dict = FIELD_NAMES) -> dict:
-    """Store the vote with what was shown and the entry named as right; what was stored. A name
+def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: dict = FIELD_NAMES) -> Row:
+    """Store the vote with what was shown and the entry named as right; the stored row. A name
     that matches no entry, or an answer that cannot be this question's, is refused (422) before
     anything is stored."""
     if store is None:
@@ -72,13 +81,19 @@ def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: d
     except KbError as e:  # a name that matches nothing: the person can correct it
         raise RequestError(422, f"{names['right_entry']}: {e}") from None
     shown = _shown(kb, vote, names["answer"]) or shown_by(kb.search(vote.query, lang=vote.lang))
-    row_id = store.add(door, vote.query, shown, generation_of(kb), vote.vote, vote.comment, right)
-    row = store.get(row_id)
+    row = store.get(store.add(door, vote.query, shown, generation_of(kb), vote.vote, vote.comment, right))
+    if row is None:  # a vote row is never pruned: this would be a broken store
+        raise KbError(f"the vote was not kept in {store.path}")
+    return row
+
+
+def vote_json(row: Row) -> dict:
+    """What the API and MCP answer for a stored vote."""
     return {
-        "id": row_id,
-        "vote": vote.vote,
-        "in_queue": row is not None and row.in_queue,
-        "shown": {"match": shown.match, "entries": list(shown.entries)},
+        "id": row.id,
+        "vote": row.vote,
+        "in_queue": row.in_queue,
+        "shown": {"match": row.match, "entries": row.shown},
     }
 
 

@@ -73,9 +73,7 @@ def cmd_vote(args, settings) -> int:
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))
     vote = Vote(query, args.vote, args.lang, args.comment or "", args.right, answer)
     names = {"right_entry": "--right", "answer": f"--answer {args.answer}" if args.answer else "--answer"}
-    stored = record_vote(kb, store, "cli", vote, names)
-    row = store.get(stored["id"])
-    assert row is not None
+    row = record_vote(kb, store, "cli", vote, names)
     if args.json:
         print(json.dumps({"id": row.id, "vote": args.vote, "in_queue": row.in_queue}, ensure_ascii=False))
         return 0
@@ -116,8 +114,8 @@ def cmd_export(args, settings) -> int:
 
     out = export_rows(_store(settings).rows(), confirmed=args.confirmed)
     write_rows(out.rows, args.gold)
-    ups = sum(r["id"].startswith("feedback-up-") for r in out.rows)
-    parts = f" ({len(out.rows) - ups} from the queue, {ups} confirmed with 👍)" if args.confirmed else ""
+    queue = len(out.rows) - out.confirmed
+    parts = f" ({queue} from the queue, {out.confirmed} confirmed with 👍)" if args.confirmed else ""
     print(
         f"wrote {len(out.rows)} gold rows to {args.gold}{parts} "
         f"(review them, then: kb eval {args.gold} --index INDEX)"

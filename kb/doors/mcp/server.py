@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from ...errors import KbError
 from ...request import RequestError, history_field, k_field, lang_field, no_entry, query_field
-from ...vote import record_vote, vote_fields
+from ...vote import record_vote, vote_fields, vote_json
 from ..host.live import LiveKb
 
 INSTRUCTIONS = (
@@ -196,7 +196,8 @@ def _add_feedback_tool(server, live: LiveKb, store) -> None:
             "lang": lang,
         }
         try:
-            return _result(record_vote(live.get(), store, "mcp", vote_fields(body, settings.max_query_bytes)))
+            row = record_vote(live.get(), store, "mcp", vote_fields(body, settings.max_query_bytes))
+            return _result(vote_json(row))
         except KbError as e:
             return _refused(e)
 

@@ -11,7 +11,7 @@ this index does not hold), 503 when feedback is turned off.
 
 # No `from __future__ import annotations` here: FastAPI reads `request: Request` at runtime.
 from ...feedback import open_store
-from ...vote import record_vote, vote_fields
+from ...vote import record_vote, vote_fields, vote_json
 from ..host.live import LiveKb
 
 
@@ -28,5 +28,5 @@ def add_feedback_api(app, live: LiveKb) -> None:
     @app.post("/api/feedback")
     async def api_feedback(request: Request):
         vote = vote_fields(await _read_json(request), settings.max_query_bytes)
-        result = await run_in_threadpool(lambda: record_vote(live.get(), store, "api", vote))
-        return JSONResponse(result, status_code=201)
+        row = await run_in_threadpool(lambda: record_vote(live.get(), store, "api", vote))
+        return JSONResponse(vote_json(row), status_code=201)

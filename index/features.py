@@ -86,8 +86,6 @@ def post_views(post: Post) -> list[View]:
     for x in post.exceptions[:1]:
         if x not in errors:
             errors.append(x)
-    if not errors and not views:
-        errors = list(post.boilerplate[:1])
     views.extend(View("error", e[:VIEW_CHARS]) for e in errors)
     seen: set[str] = set()
     out = []
@@ -103,8 +101,6 @@ def lexical_query_text(post: Post) -> str:
     the exceptions, the commands once; never the environment dumps, configs or frames."""
     parts = [post.title, post.title, *post.errors[:4], *post.errors[:2], *post.exceptions[:2], *post.prose]
     parts += list(post.commands[:3])
-    if not post.errors and not post.prose and not post.title:
-        parts += list(post.boilerplate)
     return "\n".join(p for p in parts if p)[:8000]
 
 

@@ -12,8 +12,9 @@ and the parts that carry the problem are kept apart, each to be matched on its o
 - the title (the first line of an issue-style post: often the best one-line summary);
 - the prose the person typed (zh or en), which also decides the answer language;
 - the error lines, most telling first: exception lines and lines with an error code before
-  generic "failed" lines, launcher boilerplate (`ChildFailedError`, `Pod failed`, `ABORT!!!`:
-  printed by every failed job, whatever the cause) last;
+  generic "failed" lines; launcher boilerplate (`ChildFailedError`, `Pod failed`, `ABORT!!!`:
+  printed by every failed job, whatever the cause) is kept apart, and is the error line only
+  under a title with nothing else (Paddle's FAQ answers `Out of all 4 Trainers`);
 - the final exception of each traceback (the frames above it are dropped);
 - the error codes (index/codes.py) and the commands the person ran;
 - which products it names (index/topics.py), counted over every line read, environment
@@ -276,6 +277,10 @@ def _post(parts: _Lines, text: str, lines: list[str], lines_total: int) -> Post:
     # Most telling first; ties keep the later line (a crash's key line is usually near its end).
     errors.sort(key=lambda t: (-t[0], -t[1]))
     error_lines = tuple(dict.fromkeys(e for _, _, e in errors))[:MAX_ERRORS]
+    if title and not error_lines and not parts.exceptions and not prose and parts.boilerplate:
+        # A title over the launcher's own line (`ABORT!!! Out of all 2 trainers`) and nothing
+        # else: that line is all the post says of what went wrong, and FAQs do answer it.
+        error_lines = (parts.boilerplate[0],)
     if not error_lines and not prose and not title:
         # Nothing reads as an error or as a question: the last lines are the best guess.
         tail = [clean_line(x[:MAX_LINE_CHARS]) for x in lines if x.strip()][-6:]

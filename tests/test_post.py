@@ -96,6 +96,21 @@ def test_a_sentence_is_an_error_only_when_it_carries_the_error():
     assert any("do not know what to do" in p for p in post.prose)
 
 
+def test_the_launchers_line_is_the_error_when_it_is_all_the_post_shows():
+    # Beside a real error, the launcher's footer stays apart (the test above); over a vague
+    # title with nothing else, it is what went wrong, and Paddle's FAQ answers it.
+    line = (
+        "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted. Please check its log."
+    )
+    post = read_post(f"训练跑到一半就退出了\n\n{line}")
+    assert post.title == "训练跑到一半就退出了" and len(post.errors) == 1
+    assert post.errors[0].startswith("ABORT!!! Out of all 4 trainers")
+    post = read_post(
+        f"训练跑到一半就退出了\n\n{line}\nOSError: (External) NCCL error(2), unhandled system error"
+    )
+    assert post.errors[0].startswith("OSError") and not any("ABORT" in e for e in post.errors)
+
+
 def test_the_key_line_is_found_when_buried_or_last():
     noise = [f"[2024-03-01 12:00:{i % 60:02d}] worker-{i % 8}: INFO step {i} loss=1.{i}" for i in range(300)]
     tb = ["Traceback (most recent call last):", '  File "/x/train.py", line 3, in <module>', "    main()"]

@@ -198,6 +198,33 @@ def test_launcher_boilerplate_does_not_outrank_the_error(seeds_kb):
     assert seeds_kb.search(log).hits[0].entry.title == "NCCL error(2)"
 
 
+@pytest.fixture(scope="module")
+def paddle_zh(tmp_path_factory):
+    from conftest import CORPUS
+
+    from kb.indexing import ingest
+    from kb.service import KnowledgeBase
+
+    docs = tmp_path_factory.mktemp("paddle-zh")
+    for name in ("train_cn.md", "distributed_cn.md"):
+        (docs / name).write_bytes((CORPUS / "paddle" / "zh" / name).read_bytes())
+    index = docs.parent / (docs.name + "-index")
+    ingest([str(docs)], index)
+    return KnowledgeBase.open(index=str(index))
+
+
+@pytest.mark.parametrize("title", ["分布式训练出问题了", "训练挂了", "求助"])
+def test_a_title_over_the_launchers_line_alone_finds_the_entry_for_that_line(paddle_zh, title):
+    # Paddle's FAQ answers `Out of all N Trainers` (in Chinese). When the launcher's line is all
+    # a post shows of the failure, it is the error to look up, not boilerplate to skip.
+    line = (
+        "ABORT!!! Out of all 4 trainers, the trainer process with rank=[3] was aborted. Please check its log."
+    )
+    result = paddle_zh.search(f"{title}\n\n{line}")
+    assert not result.no_match
+    assert "Out of all 4 Trainers" in (result.hits or result.suggestions)[0].entry.title
+
+
 def test_an_english_post_finds_the_chinese_only_entry(seeds_kb):
     post = (
         "NCCL fails inside docker\n\n"

@@ -97,7 +97,7 @@ def test_a_sentence_is_an_error_only_when_it_carries_the_error():
 
 
 def test_the_launchers_line_is_the_error_when_it_is_all_the_post_shows():
-    # Beside a real error, the launcher's footer stays apart (the test above); over a vague
+    # Beside a real error, the launcher's footer stays apart (the issue-template test); over a vague
     # title with nothing else, it is what went wrong, and Paddle's FAQ answers it.
     line = (
         "ABORT!!! Out of all 4 trainers, the trainer process with rank=[2] was aborted. Please check its log."

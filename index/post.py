@@ -79,9 +79,10 @@ _BOILERPLATE = re.compile(
     r"^\s*warnings\.warn\(|FutureWarning|DeprecationWarning|UserWarning",
     re.I,
 )
-# Issue templates' own sentences (GitHub's bug and feature forms, in both languages).
+# Issue templates' own sentences (GitHub's bug and feature forms, in both languages), and their
+# checklists (`- [x] I have searched the existing issues`): the form's words, ticked, not the person's.
 _TEMPLATE_TEXT = re.compile(
-    r"^\s*[-*]?\s*(A clear and concise description|Steps to reproduce|To Reproduce|Expected behavio|"
+    r"^\s*[-*]?\s*(\[[ xX]\]\s|A clear and concise description|Steps to reproduce|To Reproduce|Expected behavio|"
     r"If applicable|Is your feature request related|Describe the (bug|solution|alternatives)|"
     r"Additional context|Please (provide|describe|fill|paste|check)|请(提供|描述|填写)|复现(步骤|方法)|"
     r"期望(结果|行为)|Your hardware and system info|System Info|Environment|Reproduction)",
@@ -153,6 +154,8 @@ def _is_env_line(line: str) -> bool:
     if not m or _EXCEPTION.match(line) or is_error_line(line):
         return False
     value = (m.group(2) or "").strip()
+    if cjk_count(value) >= 4:
+        return False  # `指定NCCL_DEBUG=INFO后的日志如下：` is a sentence around a setting
     return not value or len(value.split()) <= 4 or bool(_VERSIONISH.match(value))
 
 

@@ -70,6 +70,18 @@ def _list_items(tokens: list, i: int) -> tuple[tuple[tuple[int, int], ...], int]
     return tuple(items), j + 1
 
 
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+
+
+def is_comment(b: Block) -> bool:
+    """An HTML comment block: a note to the document's editors (a translation stamp, a TODO)."""
+    return (
+        b.kind == "html_block"
+        and b.content.lstrip().startswith("<!--")
+        and not _COMMENT_RE.sub("", b.content).strip()
+    )
+
+
 def has_content(blocks: list[Block]) -> bool:
     return any(not is_trivial(b) for b in blocks)
 

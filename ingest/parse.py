@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ingest.blocks import Block, has_content, is_trivial, read_blocks
+from ingest.blocks import Block, has_content, is_comment, is_trivial, read_blocks
 from ingest.code import close_open_fence
 from ingest.entry import Section
 from ingest.titles import (
@@ -96,6 +96,9 @@ def _parse(text: str) -> list[Section]:
     if not any(line.strip() for line in lines):
         return []
     blocks = read_blocks(text)
+    for b in blocks:
+        if is_comment(b):  # never answer text; blanked so that line numbers still point into the file
+            lines[b.start : b.stop] = [""] * (b.stop - b.start)
     spans = _find_spans(blocks, lines)
     sections = [s for s in (_to_section(lines, span) for span in spans) if s is not None]
     return sections or _whole_document(lines, blocks)

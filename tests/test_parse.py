@@ -274,6 +274,28 @@ def test_badges_and_separators_are_not_entries() -> None:
     assert spans(parse_markdown(text)) == [("real?", 7, 9)]
 
 
+def test_html_comments_are_left_out_of_bodies_and_lines_still_count() -> None:
+    # Translated pages carry a stamp under their title; FAQs leave TODO notes between items.
+    text = (
+        "# HCCL init timeout\n\n<!-- translation-stamp commit=abc123 at=2026-01-02T03:04:05Z -->\n\n"
+        "Raise HCCL_CONNECT_TIMEOUT.\n\n```bash\nexport HCCL_CONNECT_TIMEOUT=1800\n```\n"
+    )
+    [entry] = parse_markdown(text)
+    assert "<!--" not in entry.body and "translation-stamp" not in entry.body
+    assert entry.body.startswith("Raise HCCL_CONNECT_TIMEOUT.") and (entry.start_line, entry.end_line) == (
+        1,
+        9,
+    )
+    items = "- Q one?\n\n  yes\n\n<!--\nTODO: more here\n-->\n\n- Q two?\n\n  no\n"
+    assert [(s.title, s.start_line, "TODO" in s.body) for s in parse_markdown(items)] == [
+        ("Q one?", 1, False),
+        ("Q two?", 9, False),
+    ]
+    # In a code block a comment is code, and stays.
+    [entry] = parse_markdown("# Page\n\n## Q: html?\n\n```html\n<!-- keep -->\n```\n")
+    assert "<!-- keep -->" in entry.body
+
+
 def test_crlf_and_setext_headings() -> None:
     text = "Title\r\n=====\r\n\r\nintro\r\n\r\n### Q: x?\r\n\r\ny\r\n## Setup\r\n\r\nrun it\r\n"
     assert spans(parse_markdown(text)) == [("x?", 6, 8), ("Setup", 9, 11)]

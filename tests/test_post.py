@@ -81,6 +81,29 @@ def test_chinese_words_around_an_english_error_decide_the_language():
     assert post.lang == "zh" and post.errors.count("NCCL WARN Connect failed: Connection refused") == 1
 
 
+def test_a_chinese_sentence_around_a_setting_is_the_persons_words():
+    # `KEY=VALUE` starts it, so it looked like an environment line and the post had no prose.
+    post = read_post(
+        "ncclCommInitRank failed: unhandled system error\n\n设置NCCL_DEBUG=INFO之后重新运行，日志如下：\n"
+        "```\nnode1:2231:2231 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n```"
+    )
+    assert any(p.startswith("设置NCCL_DEBUG=INFO之后") for p in post.prose) and post.lang == "zh"
+    # A setting with a value is still a setting, not a sentence.
+    post = read_post(
+        "hang on init\n\n操作系统: Ubuntu 22.04\nNCCL_SOCKET_IFNAME=eth0\n两台机器都卡在初始化，怎么排查？"
+    )
+    assert post.prose == ("两台机器都卡在初始化，怎么排查？",)
+
+
+def test_an_issue_forms_checklist_is_not_what_the_person_said():
+    post = read_post(
+        "昇腾上加载分词器超时\n\n### Reminder\n\n- [X] I have read the README and searched the existing "
+        "issues.\n- [x] I have checked that this is not a duplicate of another report.\n\n### Reproduction\n\n"
+        "```\nHCCL Timeout: wait for rank 3 exceeds 1800 s\n```"
+    )
+    assert post.prose == () and post.lang == "zh"
+
+
 def test_an_english_post_with_a_chinese_file_name_stays_english():
     post = read_post("Training fails\n\nI get this error when I load 数据.json:\nValueError: bad json")
     assert post.lang == "en"

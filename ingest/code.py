@@ -43,7 +43,14 @@ PROMPT = re.compile(
 )
 _ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S")  # NCCL_DEBUG=INFO: an environment setting
 _SETTING = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*")  # the same, or one being cleared (`NAME=`)
-_SHELL_OPS = re.compile(r"\s(&&|\|\||\|)\s|\$\(|;\s*\w")
+_SHELL_OPS = re.compile(
+    r"\s(&&|\|\||\|)\s|\$\(|[<>]\(|;\s*\w|"
+    r"\|\s*(sudo(\s+-\S+)*\s+)?((ba|z|da|k)?sh|python[\d.]*|perl|ruby|node|base64|xargs|tee|source)\b"
+)
+# Words that run the command after them (`time pip install x`, `nohup python ...`, `uv pip ...`),
+# and a subshell's parenthesis: the command is what follows.
+_RUNS_NEXT = frozenset("time nohup env exec command nice stdbuf uv pipx ( ((".split())
+_VERSIONED = re.compile(r"^(python|pip)\d+(\.\d+)*$")  # python3.10, pip3.11
 
 # Commands that destroy data, kill processes or stop machines: shown with a caution label
 # wherever they are shown, and dangerous enough that a model may never write one it invented.
@@ -210,14 +217,14 @@ def looks_like_command(text: str) -> bool:
         return False
     if is_destructive(s):
         return True
-    words = s.split()
+    words = s.replace("(", "( ", 1).split() if s.startswith("(") else s.split()
     i = 0
-    while i < len(words) and (words[i] == "sudo" or _SETTING.match(words[i])):
+    while i < len(words) and (words[i] in ("sudo", *_RUNS_NEXT) or _SETTING.match(words[i])):
         i += 1
     if i == len(words):
-        return i > 0 and words[0] != "sudo"  # a bare NAME=value setting
+        return i > 0 and words[0] not in ("sudo", *_RUNS_NEXT)  # a bare NAME=value setting
     first, rest = words[i], len(words) - i - 1
-    if first in COMMAND_WORDS:
+    if first in COMMAND_WORDS or _VERSIONED.match(first):
         return rest > 0 or i > 0 or first in STANDALONE
     if first.startswith(("./", "/", "~/")):
         return rest > 0 or first.endswith((".sh", ".py"))

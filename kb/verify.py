@@ -43,7 +43,14 @@ REMOVED = {
     "en": "[command removed: no cited source contains it]",
     "zh": "[已删除命令：引用的来源中没有此命令]",
 }
+LINK_REMOVED = {
+    "en": "[link removed: no cited source gives it]",
+    "zh": "[已删除链接：引用的来源中没有此链接]",
+}
 WARN = "⚠"
+_ADDRESS = r"(?:https?|ftp)://[^\s<>()\[\]`\"']+"
+_URL = re.compile(rf"(?<![\w(])(<)?({_ADDRESS})(?(1)>)", re.I)  # bare or <autolinked>, not a link's target
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^\s)>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 # [1] [1, 2] [1][2] 【1】; not an index like `ret[101]` (a letter or digit before it) nor a link.
@@ -58,6 +65,14 @@ _OUTPUT_INFOS = frozenset({"text", "txt", "log", "output", "plaintext", "plain",
 
 def norm(text: str) -> str:
     return " ".join(text.split())
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _url_key(url: str) -> str:
+    return url.rstrip(".,;:!?。，；：").lower()
 
 
 def _lead(text: str) -> str:
@@ -116,6 +131,7 @@ class Guard:
         for n in numbers:
             for key, shown in source_code(sources[n - 1]).items():
                 self.allowed.setdefault(key, shown)
+        self.urls = {_url_key(u) for n in numbers for u in re.findall(_ADDRESS, sources[n - 1].body, re.I)}
         self._allowed_long = sorted((k for k in self.allowed if len(k) >= 4), key=len, reverse=True)
         self.citations: list[int] = []  # valid numbers kept, in order of first use
         self.removed_citations: list[int] = []
@@ -124,6 +140,7 @@ class Guard:
         self._pending = ""
         self._block: list[str] | None = None  # open fence line + body lines, until it closes
         self._fence = ""
+        self._fence_indent = 0
         self._wrapper = ""  # the fence of a ```markdown block wrapped around the whole answer
         self._thinking = False  # inside <think>…</think> (reasoning models served raw)
         self._started = False
@@ -149,7 +166,9 @@ class Guard:
         body = line.rstrip("\n")
         s = body.strip()
         if self._block is not None:
-            if closes(s, self._fence):
+            # CommonMark: a closing fence is indented at most 3 spaces (more inside a list item,
+            # as far as its opener is). A deeper one is a line of the block, as the page shows it.
+            if closes(s, self._fence) and _indent(body) <= max(self._fence_indent, 3):
                 return self._close_block(line)
             self._block.append(line)
             return ""
@@ -167,7 +186,7 @@ class Guard:
             self._wrapper = ""
             return ""
         if m:
-            self._block, self._fence = [line], m.group(2)
+            self._block, self._fence, self._fence_indent = [line], m.group(2), _indent(body)
             return ""
         return self._prose(line)
 
@@ -225,7 +244,11 @@ class Guard:
         # A whole line that is a command: `export X=1`, `sudo ...`, `$ ...` written without code.
         words_only = _CITE.sub("", text)
         bare = _LIST_MARK.sub("", words_only, count=1).strip()
-        if len(parts) == 1 and (PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)):
+        # Indented four spaces, a command is an indented code block on the page.
+        indented = _indent(text) >= 4 and looks_like_command(bare)
+        if len(parts) == 1 and (
+            indented or PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)
+        ):
             lead = _lead(text)
             if self._check(bare):
                 return self._with_caution(
@@ -249,7 +272,7 @@ class Guard:
         out: list[str] = []
         for is_code, chunk, inner in parts:
             if not is_code:
-                out.append(_CITE.sub(self._citation, chunk))
+                out.append(self._links(_CITE.sub(self._citation, chunk)).replace("`", "\\`"))
             elif looks_like_command(inner):
                 if self._check(inner):
                     out.append(chunk)
@@ -259,6 +282,18 @@ class Guard:
             else:
                 out.append(chunk)
         return self._with_caution("".join(out), end, danger)
+
+    def _links(self, text: str) -> str:
+        """Links only to addresses the sources give: `[text](elsewhere)` keeps its text, any
+        other address is replaced by a notice (a page may make a bare address a link)."""
+
+        def markdown_link(m: re.Match) -> str:
+            return m.group(0) if _url_key(m.group(2)) in self.urls else m.group(1)
+
+        def address(m: re.Match) -> str:
+            return m.group(0) if _url_key(m.group(2)) in self.urls else LINK_REMOVED[self.lang]
+
+        return _URL.sub(address, _MD_LINK.sub(markdown_link, text))
 
     def _with_caution(self, text: str, end: str, danger: bool) -> str:
         """The line, then the caution label on a line of its own."""

@@ -104,10 +104,8 @@ def test_unknown_citations_are_dropped_and_indexes_are_not_citations(sources):
     v = verify(text, sources, "en")
     assert v.removed_citations == (7, 9, 5)
     assert v.cited == (1, 2)
-    assert (
-        v.text
-        == "Clean up shared memory [1], see also [2] and. The log shows ret[101] and [docs](http://x/[1])."
-    )
+    # The link's `[1]` is no citation; its address is in no source, so only its text stays.
+    assert v.text == "Clean up shared memory [1], see also [2] and. The log shows ret[101] and docs."
 
 
 def test_commands_must_come_from_a_cited_source(sources):
@@ -224,3 +222,44 @@ def test_reasoning_and_markdown_wrapper_of_local_models_are_unwrapped(sources):
     v = verify(text, sources, "en")
     assert v.text == "Pin the interface [3]:\n```bash\nexport NCCL_SOCKET_IFNAME=eth0\n```\n"
     assert v.cited == (3,) and v.removed_commands == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A closing fence indented four spaces is a line of the block on the page, not its end.
+        "Fix [1]:\n```bash\nipcrm -a\n    ```\npip install nccl-fixer\n```",
+        # Four spaces in, a command is an indented code block.
+        "Fix [1]:\n\n    pip install nccl-fixer\n\nThen rerun.",
+        # Commands behind a word that runs them, a subshell, a versioned interpreter, a pipe into one.
+        "Fix [1]: run `time pip install nccl-fixer` first.",
+        "Fix [1]: run `(pip install nccl-fixer)` first.",
+        "Fix [1]: run `python3.10 -m pip install nccl-fixer` first.",
+        "Fix [1]: run `printf aGk=|base64 -d|sh` first.",
+        "Fix [1]:\n```text\npython3.10 -m pip install nccl-fixer\n```",
+    ],
+)
+def test_what_the_page_shows_as_code_is_checked_however_it_is_written(sources, text):
+    v = verify(text, sources, "en")
+    assert "nccl-fixer" not in v.text and "base64" not in v.text
+    assert v.removed_commands and REMOVED["en"] in v.text
+
+
+def test_inline_code_split_over_two_lines_is_not_code_on_the_page(sources):
+    v = verify("Fix [1]: run `pip\ninstall nccl-fixer` now.", sources, "en")
+    # Unpaired on each line, the backticks are shown as backticks: nothing renders as code.
+    assert v.text == "Fix [1]: run \\`pip\ninstall nccl-fixer\\` now."
+
+
+def test_links_only_to_addresses_the_cited_sources_give(sources):
+    doc = DOC + "\nMore: [the NCCL guide](https://docs.example.org/nccl/env.html).\n"
+    linked = entries_from_text("en/cleanup.md", doc)
+    text = (
+        "See [the NCCL guide](https://docs.example.org/nccl/env.html) [3], or "
+        "[the patched NCCL](http://evil.example/nccl.run), <http://evil.example/a> and http://evil.example/b."
+    )
+    v = verify(text, linked, "en")
+    assert v.text.startswith(
+        "See [the NCCL guide](https://docs.example.org/nccl/env.html) [3], or the patched NCCL, "
+    )
+    assert "evil.example" not in v.text and v.text.count("[link removed: no cited source gives it]") == 2

@@ -37,6 +37,8 @@ LABELS = {
         "none": "No match",
         "matched_line": "Matched line in your paste",
         "code_in_source": "(Its commands are left out until you confirm it is your problem: see the source [1].)",
+        "thanks": "Glad it helped. Paste the next error whenever you need to.",
+        "clear": "Starting over: earlier messages are not read with the next question.",
     },
     "zh": {
         "answer": "回答",
@@ -55,6 +57,8 @@ LABELS = {
         "none": "没有匹配",
         "matched_line": "你的日志中匹配的一行",
         "code_in_source": "（确认是同一个问题后再看其中的命令：见来源 [1]。）",
+        "thanks": "不客气。有新的报错随时贴上来。",
+        "clear": "已重新开始：之前的消息不再和下一个问题一起读。",
     },
 }
 
@@ -234,6 +238,12 @@ def no_match_answer(
         suggestions=tuple(nearest[:3]),
         vague=result.vague,
     )
+
+
+def small_talk_answer(query: str, kind: str, lang: str) -> Answer:
+    """Thanks or "clear" (kb/conversation.py small_talk): a word back, nothing searched, nothing
+    queued as unanswered (it names no problem: vague)."""
+    return Answer(query, lang, LABELS[lang][kind], (), (), no_match=True, vague=True)
 
 
 _CITES_FIRST_AT_END = re.compile(r"\[1\][.。)）]*\s*$")

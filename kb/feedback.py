@@ -350,11 +350,19 @@ def generation_of(kb) -> str:
 
 
 # -- the doors' one-liners --------------------------------------------------------------------------
+def _has_words(query: str) -> bool:
+    """Mostly words: not a binary file's bytes, emoji or punctuation (which filled the queue)."""
+    sample = query[:4000]
+    words = re.findall(r"[A-Za-z]{2,}|[\u3400-\u9fff]", sample)
+    wordy = sum(c.isalpha() or c.isspace() or c.isdigit() for c in sample)
+    return bool(words) and wordy >= 0.4 * len(sample)  # real posts: 0.66 and up
+
+
 def record_unanswered(store: FeedbackStore | None, door: str, kb, query: str, result: Any) -> int | None:
     """Put `query`, when its answer (an Answer or a SearchResult) is "no match", in the queue; the
     row's id, or None when it was answered (nothing is stored) or feedback is off. A question
     that names nothing ("help", "it does not work") is no gap a writer could fill: not queued."""
-    if store is None or not result.no_match or result.vague:
+    if store is None or not result.no_match or result.vague or not _has_words(query):
         return None
     return store.add(door, query, shown_by(result), generation_of(kb))
 

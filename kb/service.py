@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .answer import Answer, extractive
+from .answer import Answer, extractive, small_talk_answer
 from .config import Settings, load_settings
-from .conversation import CONFIDENT_ALONE, contextual_query
+from .conversation import CONFIDENT_ALONE, contextual_query, small_talk
 from .errors import KbError
 from .indexing import embedder_for, ensure_bundled, resolve_index, store_options
+from .present import reader_language
 from .query import check_query, valid_text
 
 # A query longer than this waits its turn behind other big ones (KnowledgeBase._turn).
@@ -134,6 +135,9 @@ class KnowledgeBase:
         differs from them (a fallback after a failure midway), show the Answer instead.
         """
         query = self._check_query(query)
+        talk = small_talk(query)
+        if talk is not None:
+            return small_talk_answer(query, talk, reader_language(query, lang))
         history = [(role, valid_text(text)) for role, text in history]
         with self._turn(query):
             result = self.search_in_context(query, history, lang)

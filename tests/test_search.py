@@ -4,6 +4,8 @@ import pytest
 from conftest import needs_shared
 from helpers import noisy_log
 
+from kb.answer import LABELS
+
 pytestmark = [pytest.mark.slow, needs_shared]
 
 S000, S001, S002, S003, S004 = (
@@ -261,3 +263,27 @@ def test_history_helps_a_follow_up_and_nothing_else(seeds_kb):
     assert seeds_kb.search_in_context("thanks!", history).no_match
     new = seeds_kb.search_in_context("OSError: (External) NCCL error(5), invalid usage", history)
     assert new.hits[0].entry.title == "NCCL error(5)"
+
+
+def test_a_new_error_thanks_and_clear_in_a_conversation(seeds_kb):
+    history = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(the earlier answer)")]
+    earlier = seeds_kb.search(history[0][1]).hits[0].entry.title
+    # A new error is searched on its own: it does not get the earlier answer again.
+    for message in ("now it says Out of memory", "那 torchrun: not found 呢"):
+        got = seeds_kb.search_in_context(message, history)
+        alone = seeds_kb.search(message)
+        assert [h.entry.id for h in got.hits] == [h.entry.id for h in alone.hits]
+        assert earlier not in [h.entry.title for h in got.hits]
+    # Thanks get a word back, not the first answer, and nothing is searched or queued.
+    for message, lang in (("thank you, that fixed it", "en"), ("好的谢谢", "zh")):
+        answer = seeds_kb.ask(message, history=history)
+        assert answer.no_match and answer.vague and answer.lang == lang
+        assert answer.text == LABELS[lang]["thanks"] and answer.suggestions == () and answer.commands == ()
+    # "clear" forgets: the same follow-up that was read with the earlier question is read alone.
+    cleared = [*history, ("user", "clear"), ("assistant", seeds_kb.ask("clear", history=history).text)]
+    follow_up = "What if I run it inside Docker?"
+    assert seeds_kb.search_in_context(follow_up, history).hits[0].entry.title == earlier
+    alone = seeds_kb.search(follow_up)
+    assert [h.entry.id for h in seeds_kb.search_in_context(follow_up, cleared).hits] == [
+        h.entry.id for h in alone.hits
+    ]

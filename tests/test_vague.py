@@ -85,8 +85,17 @@ def test_kb_search_says_what_to_add(tmp_path):
 
 @pytest.mark.slow
 def test_a_vague_question_is_no_gap_in_the_unanswered_queue(tmp_path):
+    # Nor are thanks, "clear", or a paste of bytes or punctuation: the queue is for questions.
     env = {"KB_HOME": str(tmp_path / "home")}
-    for query in ["help", "How do I bake sourdough bread with rye flour?"]:
+    junk = open("/bin/sh", "rb").read(2000).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    for query in [
+        "help",
+        "thanks, it works now",
+        "clear",
+        "!!! ??? ;;;",
+        junk,
+        "How do I bake sourdough bread with rye flour?",
+    ]:
         assert run_kb("ask", query, env=env).returncode == 0
     groups = json.loads(run_kb("feedback", "list", "--json", env=env).stdout)["groups"]
     assert [g["label"] for g in groups] == ["How do I bake sourdough bread with rye flour?"]

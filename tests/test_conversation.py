@@ -1,0 +1,78 @@
+"""kb/conversation.py: which messages are thanks or "clear", and when a follow-up is read with the
+earlier question (examples written here, shaped like what people typed into the chat)."""
+
+import pytest
+
+from kb.conversation import contextual_query, since_cleared, small_talk
+
+EARLIER = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(the earlier answer)")]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "thanks!",
+        "thank you, that fixed it",
+        "thanks, it works now",
+        "that worked",
+        "ok",
+        "cheers",
+        "3q",
+        "great, thanks!",
+        "works now",
+        "好的谢谢",
+        "谢谢，问题解决了",
+        "多谢！",
+    ],
+)
+def test_thanks_in_its_many_forms(message):
+    assert small_talk(message) == "thanks"
+    assert contextual_query(message, EARLIER) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "thanks, but it still hangs",
+        "not working",
+        "ok what about RoCE?",
+        "help",
+        "it",
+        "?",
+        "还是不行",
+        "谢谢，但是换成 HCCL 还是报错",
+        "thanks " * 20,
+    ],
+)
+def test_a_question_or_a_complaint_is_no_thanks(message):
+    assert small_talk(message) is None
+
+
+@pytest.mark.parametrize("message", ["clear", "Clear.", "/clear", "reset", "start over", "清空", "新对话"])
+def test_clear_starts_over(message):
+    assert small_talk(message) == "clear"
+    history = [*EARLIER, ("user", message), ("assistant", "(starting over)")]
+    assert since_cleared(history) == [("assistant", "(starting over)")]
+    assert contextual_query("What if I run it inside Docker?", history) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "now it says Out of memory",
+        "那 torchrun: not found 呢",
+        "now I get NCCL error(5) instead",
+        "and then RuntimeError: CUDA error: invalid device ordinal",
+    ],
+)
+def test_a_follow_up_that_quotes_a_new_error_is_a_new_question(message):
+    assert contextual_query(message, EARLIER) is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What if I run it inside Docker?", "what if it says the same?", "same error on Ascend", "换成 HCCL 呢"],
+)
+def test_a_follow_up_that_points_back_is_read_with_the_question(message):
+    joined = contextual_query(message, EARLIER)
+    assert joined is not None and joined.startswith("Init plugin so failed") and joined.endswith(message)

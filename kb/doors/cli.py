@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from .terminal import MAX_K, k_value, print_json_error
+from .terminal import MAX_K, PrintableStream, k_value, print_json_error, read_query
 
 EXIT_USAGE = 2
 EXIT_ERROR = 1
@@ -21,8 +21,6 @@ EXIT_ERROR = 1
 
 def _read_query(args, settings) -> str:
     """The query text (an argument, '-' or a pipe), checked before any index is opened or built."""
-    from .terminal import read_query
-
     return read_query(args.text, settings, args.command)
 
 
@@ -380,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kb {args.command}: {message}", file=sys.stderr)
         return code
 
+    sys.stdout = PrintableStream.around(sys.stdout)  # FAQ text, pastes and answers are printed: no escapes
     try:
         settings = load_settings(index=args.index, top_k=getattr(args, "k", None))
         return args.func(args, settings)

@@ -7,9 +7,34 @@ Part of the terminal door (kb/doors/cli.py builds the commands); standard librar
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 MAX_K = 50  # the same bound as the API's "k"
+
+
+# What FAQ text, a pasted query or a model's answer may carry, printed raw to a terminal: OSC 52
+# writes the clipboard, `\x1b[2K\r` hides a command behind another line. Newlines and tabs stay.
+_CONTROL = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+class PrintableStream:
+    """stdout whose text goes out without escape sequences or control characters."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    @classmethod
+    def around(cls, stream):
+        return stream if isinstance(stream, cls) else cls(stream)
+
+    def write(self, text: str) -> int:
+        return self._stream.write(_CONTROL.sub("", text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def k_value(text: str) -> int:

@@ -106,3 +106,13 @@ def test_split_text_closes_and_reopens_code_fences():
     assert len(pieces) > 10 and pieces[1].startswith("```\n") and pieces[0].endswith("\n```")
     # undoing the fences added at each cut gives back the text, nothing lost or doubled
     assert "\n".join(pieces).replace("\n```\n```\n", "\n") == text
+
+
+def test_links_in_answers_go_to_web_addresses_only():
+    from kb.doors.slack.blocks import to_mrkdwn
+
+    text = to_mrkdwn(
+        "See [the guide](https://docs.example.org/nccl) or [urgent](!channel), [admin](@U0ADMIN), [x](!here)."
+    )
+    assert text == "See <https://docs.example.org/nccl|the guide> or urgent, admin, x."
+    assert "<!" not in to_mrkdwn("[a|b](https://x.org/p) [y](https://x.org/a|<!channel>)")

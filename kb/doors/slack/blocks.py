@@ -29,6 +29,7 @@ def escape(text: str) -> str:
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((\S+?)\)")
 _HEADING = re.compile(r"(?m)^#{1,6}\s+(.+?)\s*#*$")
+_WEB_ADDRESS = re.compile(r"https?://[^\s|<>]+", re.I)
 
 
 def to_mrkdwn(markdown: str) -> str:
@@ -36,7 +37,13 @@ def to_mrkdwn(markdown: str) -> str:
     text = escape(markdown)
     text = _HEADING.sub(r"*\1*", text)
     text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
-    return _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1).replace('|', '/')}>", text)
+    return _LINK.sub(_link, text)
+
+
+def _link(m: re.Match) -> str:
+    """A web link; any other target (`!channel`, `@U123`) would ping people: its text only."""
+    text, target = m.group(1).replace("|", "/"), m.group(2)
+    return f"<{target}|{text}>" if _WEB_ADDRESS.fullmatch(target) else text
 
 
 def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:

@@ -13,6 +13,7 @@ from .plumbing import read_tokens
 
 EVENTS_PATH = "/slack/events"
 MAX_EVENT_BODY = 1024 * 1024  # Slack event payloads are a few KB
+BAD_TIMESTAMP = "X-Slack-Request-Timestamp must be the request's time in whole seconds"
 MALFORMED = "malformed request body: Slack sends a JSON object or a form with a JSON payload"
 
 
@@ -46,6 +47,8 @@ def events_endpoint(bot: SlackBot):
         )
         if parsed is None:
             return Response(MALFORMED, status_code=400)
+        if not request.headers.get("x-slack-request-timestamp", "").isdigit():
+            return Response(BAD_TIMESTAMP, status_code=401)  # bolt's int() of it raised (a 500)
         # dispatch blocks until ack(); run it off the event loop so other requests go on.
         response = await run_in_threadpool(bot.app.dispatch, parsed)
         return to_starlette_response(response)

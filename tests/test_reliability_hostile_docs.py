@@ -47,6 +47,10 @@ def hostile_folder(root: Path, outside: Path) -> Path:
     with open(os.fsencode(root) + b"/" + GBK_NAME, "w", encoding="utf-8") as fh:
         fh.write("## Q: 训练卡住不动怎么办？\n\nA: 检查网卡配置。\n")
     (root / ESC_NAME).write_text("## Q: Why is this name odd?\n\nA: It has escapes.\n", "utf-8")
+    # Markup that never closes, 1 MB: each `<` or `](` once made the answer's clean-up scan the rest.
+    (root / "markup.md").write_text(
+        "## Q: Unclosed tags?\n\n" + "<a " * 200_000 + "\n\n" + "](" * 200_000, "utf-8"
+    )
     return root
 
 
@@ -88,10 +92,10 @@ def test_hostile_folder_indexes_the_good_files_and_names_each_bad_one(tmp_path):
 
     entries = [e.to_dict() for e in load(index).entries]
     assert sorted(e["doc"] for e in entries) == sorted(
-        ["good.md", "zh/good.md", "问题.md", "red\\x1b[31m\\x07.md"]
+        ["good.md", "zh/good.md", "问题.md", "red\\x1b[31m\\x07.md", "markup.md"]
     )
     assert not any("hunter2" in e["body"] for e in entries)  # nothing from outside the tree
-    assert "indexed 4 entries from 4 files" in p.stdout.decode()
+    assert "indexed 5 entries from 5 files" in p.stdout.decode()
 
 
 def test_links_outside_are_followed_only_when_asked(tmp_path):

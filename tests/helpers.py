@@ -119,13 +119,13 @@ def kb_serve(
         stop(proc)
 
 
-def slack_http(bot, head_timeout_s: float | None = None):
+def slack_http(bot, head_timeout_s: float | None = None, body_timeout_s: float = 30.0):
     """Slack's HTTP mode for `bot` on the HTTP host, bound to a free port on 127.0.0.1 and not yet
     serving (`.start()`, `.stop()`; `.address` is (host, port))."""
     from kb.doors.host.app import slack_app
     from kb.doors.host.server import HEAD_TIMEOUT_S, Served
 
-    return Served(slack_app(bot), "127.0.0.1", 0, head_timeout_s or HEAD_TIMEOUT_S)
+    return Served(slack_app(bot), "127.0.0.1", 0, head_timeout_s or HEAD_TIMEOUT_S, body_timeout_s)
 
 
 def raw(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):

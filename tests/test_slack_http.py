@@ -302,13 +302,13 @@ def test_mounted_route_answers_malformed_bodies_with_400(stub, seeds_kb, monkeyp
 
 @pytest.fixture
 def small_http_server(stub, seeds_kb):
-    """A fresh HTTP-mode host with a 1 s timeout for a request's head (not yet serving)."""
+    """A fresh HTTP-mode host with a 1 s timeout for a request's head and 2 s for its body (not yet serving)."""
     from helpers import slack_http
 
     from kb.doors.slack.bot import SlackBot
 
     bot = SlackBot(seeds_kb, signing_secret=SECRET, client=slack_client(stub))
-    server = slack_http(bot, head_timeout_s=1.0)
+    server = slack_http(bot, head_timeout_s=1.0, body_timeout_s=2.0)
     yield bot, server, f"http://127.0.0.1:{server.address[1]}/slack/events"
     server.stop()
     bot.close()
@@ -336,6 +336,36 @@ def test_http_mode_keeps_connections_bounded_and_times_out_silent_clients(small_
     assert silent[0].recv(100) == b""  # the half request was closed by the server, not left open
     for s in silent:
         s.close()
+
+
+def test_a_body_that_trickles_in_is_cut_off_and_a_slow_answer_is_not(small_http_server):
+    """Its head in time, then a byte of body every 0.4 s: it once held its connection (and a file
+    descriptor) for as long as the client liked; 200 such clients starved the server."""
+    _, server, url = small_http_server
+    server.start()
+    slow = socket.create_connection(server.address, timeout=10)
+    slow.sendall(
+        b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n"
+    )
+    started, closed = time.monotonic(), False
+    while time.monotonic() - started < 8 and not closed:
+        try:
+            slow.sendall(b" ")
+            time.sleep(0.4)
+        except OSError:
+            closed = True
+    slow.settimeout(5)
+    try:
+        closed = closed or slow.recv(100) == b""
+    except OSError:
+        closed = True
+    assert closed and time.monotonic() - started < 8
+    slow.close()
+    # A whole request is answered as before.
+    status, body, _ = signed_post(
+        url, json.dumps({"type": "url_verification", "challenge": "c-7"}), "application/json"
+    )
+    assert status == 200 and "c-7" in body
 
 
 def test_http_mode_listen_backlog_takes_a_burst(small_http_server):

@@ -2,9 +2,10 @@
 
 What a connection may cost is bounded the same way for both:
 - a silent or trickling client: uvicorn closes an idle kept-alive connection, but waits for the
-  head of a request without limit. `HeadTimeoutH11` closes a connection whose request head has
-  not arrived HEAD_TIMEOUT_S after it opened (or after its last response). Connections are
-  served by one event loop, not a thread each: 100 silent connections cost 100 sockets;
+  head and the body of a request without limit. `HeadTimeoutH11` closes a connection whose request
+  head has not arrived HEAD_TIMEOUT_S after it opened (or after its last response), or whose body
+  has not BODY_TIMEOUT_S after its head. Connections are served by one event loop, not a thread
+  each: 100 silent connections cost 100 sockets, and past MAX_CONCURRENCY the answer is a 503;
 - a burst: the listen backlog is uvicorn's (2,048; http.server's was 5, and the rest of a burst
   had its SYNs dropped);
 - work: requests run on the loop, and blocking calls (a search, bolt's dispatch) in its bounded
@@ -26,54 +27,88 @@ from collections.abc import Callable
 from ...errors import KbError
 
 HEAD_TIMEOUT_S = 10.0  # a request's head must arrive within this after the connection opens
+BODY_TIMEOUT_S = 30.0  # and its body within this after the head (2 MB on a slow 1 Mbit/s link: 17 s)
+# Connections and requests at once: past this, uvicorn answers 503 at once instead of running
+# out of file descriptors (at 1,024 the accept loop logged "Too many open files" 8,000 times a
+# second, 154 MB of log in 40 s).
+MAX_CONCURRENCY = 512
 
 
 def _head_timeout_protocol():
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeadTimeoutH11(H11Protocol):
-        """uvicorn's h11 protocol, closing connections that send no complete request head."""
+        """uvicorn's h11 protocol, closing connections whose request head, or whose request's
+        body, does not arrive in time. One timer per connection: the head's, then the body's."""
 
         head_timeout_s = HEAD_TIMEOUT_S
-        _head_timer: asyncio.TimerHandle | None = None
+        body_timeout_s = BODY_TIMEOUT_S
+        _timer: asyncio.TimerHandle | None = None
+
+        def _arm(self, delay: float, call, *args) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(delay, call, *args)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._head_timer = self.loop.call_later(self.head_timeout_s, self._no_head)
+            self._arm(self.head_timeout_s, self._no_head)
 
         def handle_events(self) -> None:
             cycle = self.cycle
             super().handle_events()
-            if self.cycle is not cycle and self._head_timer is not None:  # a request head arrived
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self.cycle is not cycle and self.cycle is not None:  # a request head arrived
+                self._arm(self.body_timeout_s, self._no_body, self.cycle)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self._head_timer is None and not self.transport.is_closing():
-                self._head_timer = self.loop.call_later(self.head_timeout_s, self._no_head)
+            if not self.transport.is_closing():
+                self._arm(self.head_timeout_s, self._no_head)  # the next request's head
 
         def connection_lost(self, exc) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            self._disarm()
             super().connection_lost(exc)
 
         def _no_head(self) -> None:
-            self._head_timer = None
+            self._timer = None
             if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        def _no_body(self, cycle) -> None:
+            """A body trickling a byte every few seconds held its connection (and a file
+            descriptor) for ever; a request still being answered is left alone."""
+            self._timer = None
+            if cycle is self.cycle and cycle.more_body and not self.transport.is_closing():
                 self.transport.close()
 
     return HeadTimeoutH11
 
 
-def config(app, host: str = "127.0.0.1", port: int = 0, head_timeout_s: float = HEAD_TIMEOUT_S):
+def config(
+    app,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+):
     """The uvicorn Config every door is served with."""
     import uvicorn
 
     protocol = _head_timeout_protocol()
-    protocol.head_timeout_s = head_timeout_s
-    return uvicorn.Config(app, host=host, port=port, http=protocol, log_level="warning", access_log=False)
+    protocol.head_timeout_s, protocol.body_timeout_s = head_timeout_s, body_timeout_s
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol,
+        log_level="warning",
+        access_log=False,
+        limit_concurrency=MAX_CONCURRENCY,
+    )
 
 
 def check_port(host: str, port: int) -> None:
@@ -124,7 +159,14 @@ class Served:
     """An app served in a background thread on a port of its own (tests, and embedding the
     doors in another program). `address` is (host, port) once `start()` returns."""
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, head_timeout_s: float = HEAD_TIMEOUT_S):
+    def __init__(
+        self,
+        app,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        head_timeout_s: float = HEAD_TIMEOUT_S,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+    ):
         import uvicorn
 
         self.socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -132,7 +174,7 @@ class Served:
         self.socket.bind((host, port))
         self.socket.listen(2048)  # taken at once, so a burst before start() is queued, not refused
         self.address = self.socket.getsockname()[:2]
-        self.server = uvicorn.Server(config(app, host, self.address[1], head_timeout_s))
+        self.server = uvicorn.Server(config(app, host, self.address[1], head_timeout_s, body_timeout_s))
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, name="kb-served", daemon=True
         )

@@ -31,9 +31,16 @@ def encode(entry: Entry) -> bytes:
 
 
 def decode(blob: bytes | memoryview, translation: str | None) -> Entry:
-    d = json.loads(bytes(blob).decode("utf-8", "surrogatepass"))
-    d["translation"] = translation
-    return Entry.from_dict(d)
+    try:
+        d = json.loads(bytes(blob).decode("utf-8", "surrogatepass"))
+        d["translation"] = translation
+        return Entry.from_dict(d)
+    except (ValueError, TypeError, KeyError) as e:  # entries.bin altered on disk (UnicodeDecodeError too)
+        from .store import IndexError_
+
+        raise IndexError_(
+            f"an entry of the index is damaged ({type(e).__name__}); rebuild it with `kb ingest`"
+        ) from e
 
 
 class EntryTable(Sequence[Entry]):

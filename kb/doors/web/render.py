@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ingest.code import is_destructive
@@ -47,19 +48,28 @@ def _image_as_text(self, tokens, idx, options, env) -> str:
     )
 
 
+# A body longer than this is shown as plain text: a 2 MB table took 18 s to lay out, on every
+# request for its page. What is laid out is kept (the same body is asked for again and again).
+MAX_LAID_OUT_CHARS = 200_000
+
+
+def _plain(note: str, text: str) -> str:
+    return f'<p class="kb-note">{note}</p><pre class="kb-plain">{html.escape(text)}</pre>'
+
+
+@lru_cache(maxsize=256)
 def _markdown(text: str) -> str:
     from markdown_it import MarkdownIt
 
+    if len(text) > MAX_LAID_OUT_CHARS:
+        return _plain("Too long to lay out; shown as plain text. · 内容过长，按纯文本显示。", text)
     # html=False: a <script> (or any tag) in a FAQ is escaped and shown as text, never run.
     # markdown-it also refuses javascript:/vbscript:/data: link targets.
     md = MarkdownIt("commonmark", {"html": False, "maxNesting": MAX_NESTING}).enable("table")
     md.add_render_rule("image", _image_as_text)
     tokens = md.parse(text)
     if any(t.level >= MAX_NESTING - 1 for t in tokens):  # content past this level was dropped
-        return (
-            '<p class="kb-note">Nested too deeply to lay out; shown as plain text. · 嵌套过深，按纯文本显示。</p>'
-            f'<pre class="kb-plain">{html.escape(text)}</pre>'
-        )
+        return _plain("Nested too deeply to lay out; shown as plain text. · 嵌套过深，按纯文本显示。", text)
     return md.renderer.render(tokens, md.options, {})
 
 

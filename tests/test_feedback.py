@@ -143,6 +143,17 @@ def test_unvoted_answers_expire_but_the_queue_stays(store):
     assert {r.id for r in store.rows()} == {gap, voted} and answered not in {r.id for r in store.rows()}
 
 
+def test_the_store_keeps_at_most_its_bound_and_drops_the_oldest(store, monkeypatch):
+    import kb.feedback as fb
+
+    monkeypatch.setattr(fb, "MAX_ROWS", 5)
+    ids = [
+        store.add("api", f"question {i}", SHOWN_NONE, "gen-1", vote="down" if i % 2 else None)
+        for i in range(8)
+    ]
+    assert [r.id for r in store.rows()] == ids[-5:]  # the newest five, votes or not
+
+
 def test_ten_pastes_of_one_error_are_one_group(store):
     for seed in range(10):
         store.add("web", nccl_paste(seed), SHOWN_NONE, "gen-1")

@@ -24,6 +24,21 @@ from .query import check_query, valid_text
 BIG_PASTE_CHARS = 64 * 1024
 
 
+def no_index_message(index_dir: Path) -> str:
+    """What to run when --index names no index; a folder of documents is what to build one from."""
+    from itertools import islice
+
+    looked_at = (
+        islice(index_dir.rglob("*"), 5000) if index_dir.is_dir() else ()
+    )  # `--index /` must not walk the disk
+    if any(p.suffix in (".md", ".markdown", ".txt") for p in looked_at):
+        return (
+            f"{index_dir} holds documents, not an index; build an index of them with "
+            f"`kb ingest {index_dir} --index ./kb-index`, then use --index ./kb-index"
+        )
+    return f"no index at {index_dir}; build one with `kb ingest PATH --index {index_dir}`"
+
+
 class KnowledgeBase:
     def __init__(
         self, settings: Settings, index_dir: Path, embedder=None, chat_model=None, phases=None
@@ -63,7 +78,7 @@ class KnowledgeBase:
         if bundled:
             ensure_bundled(index_dir, settings, progress, embedder=embedder)
         elif not has_index(store_options(settings), index_dir):
-            raise KbError(f"no index at {index_dir}; build one with `kb ingest PATH --index {index_dir}`")
+            raise KbError(no_index_message(Path(index_dir)))
         return cls(settings, index_dir, embedder=embedder, phases=phases)
 
     # -- the index in use; swapped atomically when a rebuild lands -----------------------------
@@ -177,4 +192,6 @@ class KnowledgeBase:
             "built_at": m["built_at"],
             "generation": m["generation"],
             "sources": m.get("sources", []),
+            "skipped": m.get("problems", []),  # files the last build left out, and why
+            "warnings": m.get("warnings", []),  # files indexed with a caveat
         }

@@ -99,6 +99,32 @@ def test_human_search_output_shows_location_language_and_commands(seeds_index):
     )
 
 
+@pytest.mark.slow
+def test_stats_name_the_files_the_last_build_left_out(tmp_path):
+    docs, index, env = tmp_path / "docs", tmp_path / "index", {"KB_HOME": str(tmp_path / "home")}
+    docs.mkdir()
+    (docs / "good.md").write_text("## Q: NCCL error(2)?\n\nA: Raise --shm-size.\n", "utf-8")
+    (docs / "bad.md").write_bytes(b"\xff\xfe\x00\x01binary\x00\x00")
+    (docs / "open.md").write_text("## Q: ls?\n\n```bash\nls\n", "utf-8")
+    assert run_kb("ingest", str(docs), "--index", str(index), env=env).returncode == 0
+    human = run_kb("stats", "--index", str(index), env=env).stdout
+    assert "skipped:  bad.md: binary content" in human and "warnings: open.md: partly indexed" in human
+    stats = json.loads(run_kb("stats", "--json", "--index", str(index), env=env).stdout)
+    assert [s.split(":")[0] for s in stats["skipped"]] == ["bad.md"] and len(stats["warnings"]) == 1
+
+
+def test_a_folder_of_documents_given_as_the_index_is_named_as_such(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "zh").mkdir(parents=True)
+    (docs / "zh" / "faq.md").write_text("## Q: 报错 NCCL error(2)？\n\nA: 增大共享内存。\n", "utf-8")
+    p = run_kb("search", "NCCL error(2)", "--index", str(docs), env={"KB_HOME": str(tmp_path / "home")})
+    assert p.returncode == 1
+    assert (
+        f"{docs} holds documents, not an index" in p.stderr
+        and f"kb ingest {docs} --index ./kb-index" in p.stderr
+    )
+
+
 @needs_shared
 @pytest.mark.slow
 def test_escape_sequences_never_reach_the_terminal(seeds_index, tmp_path):

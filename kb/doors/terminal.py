@@ -148,6 +148,9 @@ def stats_text(stats: dict) -> str:
     ]
     sources = stats.get("sources") or []
     lines.append("sources:  " + ("\n          ".join(sources) if sources else "-"))
+    for label, notes in (("skipped", stats.get("skipped")), ("warnings", stats.get("warnings"))):
+        if notes:
+            lines.append(f"{label + ':':10}" + "\n          ".join(notes))
     return "\n".join(lines)
 
 

@@ -14,6 +14,9 @@ line at a time and the user never sees an unchecked command:
 - A leading <think>…</think> block is dropped and a ```markdown fence wrapped around the whole
   answer is unwrapped (local reasoning models do both); neither is answer content.
 
+Last, kb/verify_page.py parses the whole answer as a page would (CommonMark) and checks every
+piece of code it finds once more: containers are where a line reader and a renderer can differ.
+
 The stream pass can only check against *all* given sources (it cannot know what the rest of the
 answer will cite); `verify()` then checks the whole answer against the *cited* ones.
 """
@@ -60,7 +63,7 @@ _CITE = re.compile(
 _LIST_MARK = re.compile(r"^(\s*(?:>\s*)*(?:[-*+]|\d{1,2}[.)])?\s*)")
 _ENV = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*=\S.*)$")
 # Blocks of output: only their lines that look like commands are checked.
-_OUTPUT_INFOS = frozenset({"text", "txt", "log", "output", "plaintext", "plain", "console", "terminal"})
+OUTPUT_INFOS = frozenset({"text", "txt", "log", "output", "plaintext", "plain", "console", "terminal"})
 
 
 def norm(text: str) -> str:
@@ -214,7 +217,7 @@ class Guard:
         for first, last, unit in _units(raw):
             s = strip_prompt(unit)
             checked = bool(s) and not s.startswith(("#", "//"))
-            if checked and info in _OUTPUT_INFOS:
+            if checked and info in OUTPUT_INFOS:
                 checked = bool(PROMPT.match(unit)) or looks_like_command(unit)
             indent = raw[first][: len(raw[first]) - len(raw[first].lstrip())]
             if not checked:
@@ -333,16 +336,19 @@ class Verified:
 
 def verify(text: str, sources: Sequence[Entry], lang: str) -> Verified:
     """The whole answer: citations against the given sources, commands against the cited ones."""
+    from .verify_page import recheck
+
     first = Guard(sources, lang)
     out = first.feed(text) + first.finish()
     final = first
     if first.citations:
         final = Guard(sources, lang, cited=sorted(first.citations))
         out = final.feed(text) + final.finish()
+    out, missed = recheck(out, final.allowed, REMOVED[final.lang])  # what a page shows as code
     return Verified(
         text=out,
         commands=tuple(final.commands),
         cited=tuple(final.citations),
-        removed_commands=tuple(dict.fromkeys(final.removed_commands)),
+        removed_commands=tuple(dict.fromkeys([*final.removed_commands, *missed])),
         removed_citations=tuple(dict.fromkeys(final.removed_citations)),
     )

@@ -263,3 +263,23 @@ def test_links_only_to_addresses_the_cited_sources_give(sources):
         "See [the NCCL guide](https://docs.example.org/nccl/env.html) [3], or the patched NCCL, "
     )
     assert "evil.example" not in v.text and v.text.count("[link removed: no cited source gives it]") == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "> Fix [1]:\n> ```bash\n> ipcrm -a\n> pip install nccl-fixer\n> ```",  # a fence in a quote
+        "- Fix [1]:\n\n      ```bash\n      ipcrm -a\n      pip install nccl-fixer\n      ```\n",  # in a list item
+        "> 1. Fix [1]:\n>\n>        pip install nccl-fixer\n",  # indented code in a list in a quote
+    ],
+)
+def test_code_in_containers_is_checked_as_the_page_parses_it(sources, text):
+    from markdown_it import MarkdownIt
+
+    v = verify(text, sources, "en")
+    tokens = MarkdownIt("commonmark").parse(v.text)
+    code = [t.content for t in tokens if t.type in ("fence", "code_block")]
+    code += [
+        c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"
+    ]
+    assert not any("nccl-fixer" in c for c in code), v.text  # never shown as code, whatever else

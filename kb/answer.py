@@ -38,6 +38,7 @@ LABELS = {
         "matched_line": "Matched line in your paste",
         "code_in_source": "(Its commands are left out until you confirm it is your problem: see the source [1].)",
         "command": "(a command: see the source)",
+        "in_source": "(shown in the source)",
         "title_only": "The entry says no more than its title: see the source [1].",
         "thanks": "Glad it helped. Paste the next error whenever you need to.",
         "clear": "Starting over: earlier messages are not read with the next question.",
@@ -60,6 +61,7 @@ LABELS = {
         "matched_line": "你的日志中匹配的一行",
         "code_in_source": "（确认是同一个问题后再看其中的命令：见来源 [1]。）",
         "command": "（命令见来源）",
+        "in_source": "（见来源）",
         "title_only": "该条目只有标题，没有更多内容：见来源 [1]。",
         "thanks": "不客气。有新的报错随时贴上来。",
         "clear": "已重新开始：之前的消息不再和下一个问题一起读。",
@@ -105,7 +107,7 @@ _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
 INTRODUCED_BLOCK_LINES = 3  # a block this short after "…is:" is what the sentence shows
 
 
-def _prose_and_command_blocks(body: str) -> str:
+def _prose_and_command_blocks(body: str, lang: str = "en") -> str:
     """The body without illustrative output: prose plus the shell blocks that hold commands,
     so a sentence ending in "run this:" keeps what it introduces. Any other block (a log line,
     a setting in Python) is kept only when a sentence ending in a colon introduces it and it is
@@ -122,6 +124,8 @@ def _prose_and_command_blocks(body: str) -> str:
         introduced = next((ln.rstrip() for ln in reversed(out) if ln.strip()), "").endswith((":", "："))
         if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= INTRODUCED_BLOCK_LINES)):
             out.extend(seg.lines)
+        elif introduced:  # "the expected output is:" would point at nothing
+            out.append(LABELS.get(lang, LABELS["en"])["in_source"])
     return "\n".join(out)
 
 
@@ -141,7 +145,7 @@ def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
     """The part of an entry that answers: the text after `A:` when there is one, else all of it,
     without illustrative output. A long one is shortened at block boundaries (never inside a
     code block, so every fence it opens it closes) and says that the rest is in the source."""
-    text = _prose_and_command_blocks(entry.body)
+    text = _prose_and_command_blocks(entry.body, entry.lang)
     m = re.search(r"(?m)^\s*A\s*[:：]\s*", text)
     if m:
         text = text[m.end() :]

@@ -175,7 +175,8 @@ def test_a_short_output_a_sentence_introduces_stays_code_and_listings_do_not():
     e = replace(entry(1), body=body)
     shown = extractive(SearchResult("ranks hang", "en", [hit(e, None)])).text
     assert "Start initializing NCCL communicator" in shown  # what "is:" introduces
-    assert "GPU 7: NVIDIA" not in shown  # an eight-line listing stays in the source
+    assert "GPU 7: NVIDIA" not in shown  # an eight-line listing stays in the source, and says so
+    assert "A healthy node lists every card:\n\n" + LABELS["en"]["in_source"] in shown
     assert 'set_memory(max_size="26GB")' in shown
     closest = extractive(SearchResult("ranks hang", "en", [hit(e, None)], weak=True)).text
     assert "Start initializing NCCL communicator" in closest  # a log line is no command

@@ -173,8 +173,8 @@ def _without_code(text: str, lang: str) -> str:
             continue
         lines = []
         for line in block.split("\n"):
-            if looks_like_command(_LEAD.sub("", line)):
-                withheld = True
+            if (line.startswith((" " * 4, "\t")) or PROMPT.match(line)) and looks_like_command(line.strip()):
+                withheld = True  # an indented block's or a prompted command; prose and tables stay
                 continue
             shown = INLINE_CODE.sub(
                 lambda m: LABELS[lang]["command"] if looks_like_command(m.group(1)) else m.group(0), line
@@ -186,9 +186,6 @@ def _without_code(text: str, lang: str) -> str:
     if withheld:
         kept.append(LABELS[lang]["code_in_source"])
     return "\n\n".join(kept)
-
-
-_LEAD = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+|\d{1,2}[.)]\s+)?")  # list and quote markers
 
 
 _OUTPUT_INFO = ("", "text", "txt", "log", "output", "plaintext")
@@ -276,6 +273,8 @@ def small_talk_answer(query: str, kind: str, lang: str) -> Answer:
     return Answer(query, lang, LABELS[lang][kind], (), (), no_match=True, vague=True)
 
 
+# A line the mark can end: not code (a fence, four spaces in), a table row or a quote.
+_IS_PROSE_LINE = re.compile(r"^(?! {4}|\t|\s*(?:`{3,}|~{3,}|\||>))")
 _CITES_FIRST_AT_END = re.compile(r"\[1\][.。)）]*\s*$")
 
 
@@ -290,18 +289,15 @@ def extractive(result: SearchResult, max_sources: int = 3) -> Answer:
     # the answer's heading, with the match strength (kb/present.py). A weak match shows the entry
     # without its commands: a wrong answer with a command is worse than none.
     body = _without_code(key_text(best), lang) if result.weak else key_text(best)
-    # A closing note (commands left out, the rest in the source) already points at [1]. After a
-    # code block the mark goes on a line of its own: on the fence's line it breaks the block.
+    # A closing note (commands left out, the rest in the source) already points at [1]. After
+    # code, a table or a quote the mark goes on a line of its own: on a fence's line it broke the
+    # block, in an indented block it was copied with the command, in a table it made a cell.
     if not body.strip():
         text = LABELS[lang]["title_only"]
     elif _CITES_FIRST_AT_END.search(body):
         text = body
     else:
-        text = (
-            f"{body}\n\n[1]"
-            if re.fullmatch(r"`{3,}|~{3,}", body.rstrip().split("\n")[-1].strip())
-            else f"{body} [1]"
-        )
+        text = f"{body} [1]" if _IS_PROSE_LINE.match(body.rstrip().split("\n")[-1]) else f"{body}\n\n[1]"
     return Answer(
         query=result.query,
         lang=lang,

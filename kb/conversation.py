@@ -26,7 +26,8 @@ _REFERS_BACK = re.compile(
 # are new problems, and read with the earlier question they got its answer again.
 _QUOTES = re.compile(
     r"\b(says?|said|shows?|showed|prints?|printed|reports?|gives?|gave|gets?|got|getting|throws?|threw|"
-    r"raises?|raised|fails? with|failed with)\b|报错?|提示|显示|出现|变成",
+    r"raises?|raised|fails? with|failed with)\b(?!\s+(the same|same|similar|that|this|it)\b)"
+    r"|(报错?|提示|显示|出现|变成)\s*[:：]?\s*(?=[A-Za-z])",  # in Chinese, before the error's own words
     re.I,
 )
 _ERROR_NAME = re.compile(
@@ -58,8 +59,8 @@ _ZH_ALONG = re.compile(r"[你您了啦呀啊哈嗯哦喔好的非常太棒问题
 
 def small_talk(query: str) -> str | None:
     """ "clear" for a request to start over, "thanks" for an acknowledgement, else None."""
-    if len(query) > 80:
-        return None
+    if len(query) > 80 or query.rstrip().endswith(("?", "？")):
+        return None  # "is it fixed?", "reset?" ask something
     if _CLEAR.match(query):
         return "clear"
     if _NEGATION.search(query):

@@ -284,11 +284,18 @@ def _prune(db: sqlite3.Connection, now: float) -> int:
     holds at most that many days of them, and at most MAX_ROWS rows."""
     cutoff = now - KEEP_UNVOTED_DAYS * 86400
     cur = db.execute("DELETE FROM feedback WHERE vote IS NULL AND match != 'none' AND created < ?", (cutoff,))
-    over = db.execute(
-        "DELETE FROM feedback WHERE id <= (SELECT id FROM feedback ORDER BY id DESC LIMIT 1 OFFSET ?)",
-        (MAX_ROWS - 1,),
-    )
-    return cur.rowcount + over.rowcount
+    dropped = cur.rowcount
+    # Over the bound, answers nobody voted on go first (not the last hour's: a door may still hold
+    # their ids for a vote, and SQLite gives a deleted newest id to the next row), then the oldest.
+    unvoted = "vote IS NULL AND match != 'none' AND created < ? AND id < (SELECT MAX(id) FROM feedback)"
+    for kind, args in ((unvoted, (now - 3600,)), ("1", ())):
+        over = db.execute("SELECT COUNT(*) FROM feedback").fetchone()[0] - (MAX_ROWS - 1)
+        if over > 0:
+            dropped += db.execute(
+                f"DELETE FROM feedback WHERE id IN (SELECT id FROM feedback WHERE {kind} ORDER BY id LIMIT ?)",
+                (*args, over),
+            ).rowcount
+    return dropped
 
 
 def _check_vote(vote: str | None) -> None:
@@ -358,19 +365,13 @@ def generation_of(kb) -> str:
 
 
 # -- the doors' one-liners --------------------------------------------------------------------------
-def _has_words(query: str) -> bool:
-    """Mostly words: not a binary file's bytes, emoji or punctuation (which filled the queue)."""
-    sample = query[:4000]
-    words = re.findall(r"[A-Za-z]{2,}|[\u3400-\u9fff]", sample)
-    wordy = sum(c.isalpha() or c.isspace() or c.isdigit() for c in sample)
-    return bool(words) and wordy >= 0.4 * len(sample)  # real posts: 0.66 and up
-
-
 def record_unanswered(store: FeedbackStore | None, door: str, kb, query: str, result: Any) -> int | None:
     """Put `query`, when its answer (an Answer or a SearchResult) is "no match", in the queue; the
     row's id, or None when it was answered (nothing is stored) or feedback is off. A question
     that names nothing ("help", "it does not work") is no gap a writer could fill: not queued."""
-    if store is None or not result.no_match or result.vague or not _has_words(query):
+    from .unanswered import has_words
+
+    if store is None or not result.no_match or result.vague or not has_words(query):
         return None
     return store.add(door, query, shown_by(result), generation_of(kb))
 

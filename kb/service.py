@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .answer import Answer, extractive, small_talk_answer
 from .config import Settings, load_settings
-from .conversation import CONFIDENT_ALONE, contextual_query, small_talk
+from .conversation import CONFIDENT_ALONE, contextual_query, since_cleared, small_talk
 from .errors import KbError
 from .indexing import embedder_for, ensure_bundled, resolve_index, store_options
 from .present import reader_language
@@ -150,10 +150,13 @@ class KnowledgeBase:
         differs from them (a fallback after a failure midway), show the Answer instead.
         """
         query = self._check_query(query)
+        history = [(role, valid_text(text)) for role, text in since_cleared(history)]  # the model's too
         talk = small_talk(query)
         if talk is not None:
-            return small_talk_answer(query, talk, reader_language(query, lang))
-        history = [(role, valid_text(text)) for role, text in history]
+            said = [text for role, text in history if role == "user"]  # "ok" in a Chinese conversation
+            return small_talk_answer(
+                query, talk, reader_language(said[-1] if said and not lang else query, lang)
+            )
         with self._turn(query):
             result = self.search_in_context(query, history, lang)
         use_llm = self.chat_model is not None or self.settings.llm_enabled

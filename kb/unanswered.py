@@ -231,3 +231,11 @@ def write_rows(out: list[dict], path: str | Path) -> None:
     meta = {"meta": {"name": "feedback " + time.strftime("%Y-%m-%d")}}
     text = "\n".join(json.dumps(r, ensure_ascii=False) for r in [meta, *out]) + "\n"
     Path(path).write_text(text, encoding="utf-8")
+
+
+def has_words(query: str) -> bool:
+    """Mostly words: not a binary file's bytes, emoji or punctuation (which filled the queue)."""
+    sample = query[:4000]
+    words = re.findall(r"[A-Za-z]\w+|[\u3400-\u9fff]", sample)  # `E1234` is a word
+    wordy = sum(c.isalpha() or c.isspace() or c.isdigit() for c in sample)
+    return bool(words) and wordy >= 0.4 * len(sample)  # real posts: 0.66 and up

@@ -51,8 +51,10 @@ LINK_REMOVED = {
     "zh": "[已删除链接：引用的来源中没有此链接]",
 }
 WARN = "⚠"
-_ADDRESS = r"(?:https?|ftp)://[^\s<>()\[\]`\"']+"
-_URL = re.compile(rf"(?<![\w(])(<)?({_ADDRESS})(?(1)>)", re.I)  # bare or <autolinked>, not a link's target
+_ADDRESS = r"(?i:https?|ftp)://[^\s<>()\[\]`\"'\u0080-\uffff]+"  # ends where Chinese text goes on
+_URL = re.compile(
+    rf"(?<![\w(])(<)?({_ADDRESS})(?(1)>)"
+)  # bare or <autolinked>; no re.I (it folds k, s, i into the excluded range)
 _MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^\s)>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
@@ -60,6 +62,7 @@ _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _CITE = re.compile(
     r"(\s*)(?<![A-Za-z0-9_/])(?:\[|【)\s*(\d{1,3}(?:\s*[,，、;；]\s*\d{1,3})*)\s*(?:\]|】)(?!\()"
 )
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
 _LIST_MARK = re.compile(r"^(\s*(?:>\s*)*(?:[-*+]|\d{1,2}[.)])?\s*)")
 _ENV = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*=\S.*)$")
 # Blocks of output: only their lines that look like commands are checked.
@@ -74,8 +77,11 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _url_key(url: str) -> str:
-    return url.rstrip(".,;:!?。，；：").lower()
+def url_key(url: str) -> str:
+    """An address as compared with the sources': no fragment, trailing slash or punctuation."""
+    from urllib.parse import unquote
+
+    return unquote(url).split("#", 1)[0].rstrip(".,;:!?。，；：/").lower()
 
 
 def _lead(text: str) -> str:
@@ -134,7 +140,7 @@ class Guard:
         for n in numbers:
             for key, shown in source_code(sources[n - 1]).items():
                 self.allowed.setdefault(key, shown)
-        self.urls = {_url_key(u) for n in numbers for u in re.findall(_ADDRESS, sources[n - 1].body, re.I)}
+        self.urls = {url_key(u) for n in numbers for u in re.findall(_ADDRESS, sources[n - 1].body)}
         self._allowed_long = sorted((k for k in self.allowed if len(k) >= 4), key=len, reverse=True)
         self.citations: list[int] = []  # valid numbers kept, in order of first use
         self.removed_citations: list[int] = []
@@ -248,7 +254,8 @@ class Guard:
         words_only = _CITE.sub("", text)
         bare = _LIST_MARK.sub("", words_only, count=1).strip()
         # Indented four spaces, a command is an indented code block on the page.
-        indented = _indent(text) >= 4 and looks_like_command(bare)
+        # (A list item's line is not code, at any depth: `    - ssh into each node ...`.)
+        indented = _indent(text) >= 4 and not _ITEM.match(text) and looks_like_command(bare)
         if len(parts) == 1 and (
             indented or PROMPT.match(bare) or re.match(r"(export|unset|sudo)\s+\S", bare)
         ):
@@ -291,10 +298,10 @@ class Guard:
         other address is replaced by a notice (a page may make a bare address a link)."""
 
         def markdown_link(m: re.Match) -> str:
-            return m.group(0) if _url_key(m.group(2)) in self.urls else m.group(1)
+            return m.group(0) if url_key(m.group(2)) in self.urls else m.group(1)
 
         def address(m: re.Match) -> str:
-            return m.group(0) if _url_key(m.group(2)) in self.urls else LINK_REMOVED[self.lang]
+            return m.group(0) if url_key(m.group(2)) in self.urls else LINK_REMOVED[self.lang]
 
         return _URL.sub(address, _MD_LINK.sub(markdown_link, text))
 
@@ -344,7 +351,8 @@ def verify(text: str, sources: Sequence[Entry], lang: str) -> Verified:
     if first.citations:
         final = Guard(sources, lang, cited=sorted(first.citations))
         out = final.feed(text) + final.finish()
-    out, missed = recheck(out, final.allowed, REMOVED[final.lang])  # what a page shows as code
+    # What a page shows as code and as links, found as a page finds them.
+    out, missed = recheck(out, final.allowed, REMOVED[final.lang], final.urls, LINK_REMOVED[final.lang])
     return Verified(
         text=out,
         commands=tuple(final.commands),

@@ -4,7 +4,9 @@
 kb/verify.py's Guard reads the answer line by line as it streams, with CommonMark's rules for
 fences and indented code; containers (a fence in a list item in a quote, a paragraph's lazy
 continuation) are where a line reader and a renderer can still disagree. Code that the parser
-finds and no cited source shows is replaced here, so what is rendered as code was verified.
+finds and no cited source shows is replaced here, so what is rendered as code was verified; so
+is every link whose address no cited source gives (a link's title or brackets in its text
+defeated the line reader's pattern).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from collections.abc import Container
 
 from ingest.code import PROMPT, looks_like_command, strip_prompt
 
-from .verify import OUTPUT_INFOS, norm
+from .verify import OUTPUT_INFOS, norm, url_key
 
-_LEAD = re.compile(r"^[\s>]*")  # what keeps a line inside its list item or quote
+# What keeps a line inside its quote or list item: `> `, indentation, a list marker.
+_LEAD = re.compile(r"^(?:[ \t]*>)*[ \t]*(?:(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))?[ \t]*")
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)([\s\S]+?)(?<!`)\1(?!`)")
 
 
@@ -29,9 +32,11 @@ def _runs_something(line: str, info: str, indented: bool) -> bool:
     return True
 
 
-def recheck(text: str, allowed: Container[str], marker: str) -> tuple[str, list[str]]:
-    """`text` with every unverified line of code, and inline command, a page would show replaced
-    by `marker`; and what was replaced."""
+def recheck(
+    text: str, allowed: Container[str], marker: str, urls: Container[str] = (), link_marker: str = ""
+) -> tuple[str, list[str]]:
+    """`text` with every unverified line of code, inline command and link (to an address not in
+    `urls`) that a page would show replaced by a marker; and what was replaced."""
     from markdown_it import MarkdownIt
 
     lines = text.split("\n")
@@ -43,20 +48,25 @@ def recheck(text: str, allowed: Container[str], marker: str) -> tuple[str, list[
         if tok.type in ("fence", "code_block"):
             info = tok.info.split()[0].lower() if tok.info.strip() else ""
             for unit in _units(tok.content.split("\n")):
-                if (
-                    _runs_something(unit[0], info, tok.type == "code_block")
-                    and norm(strip_prompt("\n".join(unit))) not in allowed
-                ):
-                    removed.append(strip_prompt("\n".join(unit)))
-                    for k, line in enumerate(unit):
-                        _replace_line(lines, start, stop, line, marker if k == 0 else "")
+                code = strip_prompt("\n".join(unit))
+                if _runs_something(unit[0], info, tok.type == "code_block") and norm(code) not in allowed:
+                    removed.append(code)
+                    if not all(
+                        _replace_line(lines, start, stop, ln, marker if k == 0 else "")
+                        for k, ln in enumerate(unit)
+                    ):
+                        _blank(lines, start, stop, marker)
         elif tok.type == "inline":
             for child in tok.children or []:
-                if child.type != "code_inline" or not looks_like_command(child.content):
-                    continue
-                if norm(strip_prompt(child.content)) not in allowed:
+                bad_code = child.type == "code_inline" and looks_like_command(child.content)
+                if bad_code and norm(strip_prompt(child.content)) not in allowed:
                     removed.append(child.content)
-                    _replace_span(lines, start, stop, child.content, marker)
+                    if not _replace_span(lines, start, stop, child.content, marker):
+                        _blank(lines, start, stop, marker)
+                href = str(child.attrs.get("href", "")) if child.type == "link_open" else ""
+                if href and link_marker and url_key(href) not in urls:
+                    removed.append(href)
+                    _blank(lines, start, stop, link_marker)
     return "\n".join(lines), removed
 
 
@@ -71,18 +81,28 @@ def _units(lines: list[str]) -> list[list[str]]:
     return units
 
 
-def _replace_line(lines: list[str], start: int, stop: int, code: str, marker: str) -> None:
-    want = norm(code)
+def _replace_line(lines: list[str], start: int, stop: int, code: str, marker: str) -> bool:
+    want, found = norm(code), False
+    if not want:
+        return True
     for i in range(start, stop):
         lead = _LEAD.match(lines[i]).group(0)  # type: ignore[union-attr]
-        if want and norm(lines[i][len(lead) :]) == want:
-            lines[i] = f"{lead}# {marker}" if marker else lead.rstrip() or lead
+        if norm(lines[i][len(lead) :]) == want:
+            lines[i], found = (f"{lead}# {marker}" if marker else lead.rstrip() or lead), True
+    return found
 
 
-def _replace_span(lines: list[str], start: int, stop: int, code: str, marker: str) -> None:
+def _replace_span(lines: list[str], start: int, stop: int, code: str, marker: str) -> bool:
     """The inline code `code` (which may span lines of its paragraph) replaced by the marker;
     the paragraph keeps its number of lines."""
     region = "\n".join(lines[start:stop])
-    region = _SPAN.sub(lambda m: marker if norm(m.group(2)) == norm(code) else m.group(0), region)
-    new = region.split("\n")
-    lines[start:stop] = new + [""] * (stop - start - len(new))
+    new = _SPAN.sub(lambda m: marker if norm(m.group(2)) == norm(code) else m.group(0), region)
+    lines[start:stop] = new.split("\n") + [""] * (region.count("\n") - new.count("\n"))
+    return new != region
+
+
+def _blank(lines: list[str], start: int, stop: int, marker: str) -> None:
+    """The whole block or paragraph, when what it shows could not be found in its lines (the
+    parser and a pattern paired backticks or brackets differently): the marker, in its container."""
+    leads = [_LEAD.match(lines[i]).group(0) for i in range(start, stop)]  # type: ignore[union-attr]
+    lines[start:stop] = [f"{leads[0]}{marker}", *(lead.rstrip() for lead in leads[1:])]

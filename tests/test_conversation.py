@@ -34,6 +34,12 @@ def test_thanks_in_its_many_forms(message):
     "message",
     [
         "thanks, but it still hangs",
+        "is it fixed?",
+        "works?",
+        "solved?",
+        "reset?",
+        "ok so NCCL still hangs",
+        "clear the cache?",
         "not working",
         "ok what about RoCE?",
         "help",
@@ -71,7 +77,16 @@ def test_a_follow_up_that_quotes_a_new_error_is_a_new_question(message):
 
 @pytest.mark.parametrize(
     "message",
-    ["What if I run it inside Docker?", "what if it says the same?", "same error on Ascend", "换成 HCCL 呢"],
+    [
+        "What if I run it inside Docker?",
+        "what if it says the same?",
+        "same error on Ascend",
+        "换成 HCCL 呢",
+        "what if I get the same error on Ascend?",
+        "and if it gives the same thing inside docker?",
+        "what if I got that after upgrading the driver?",
+        "如果报错是在容器里呢",
+    ],
 )
 def test_a_follow_up_that_points_back_is_read_with_the_question(message):
     joined = contextual_query(message, EARLIER)

@@ -151,7 +151,16 @@ def test_the_store_keeps_at_most_its_bound_and_drops_the_oldest(store, monkeypat
         store.add("api", f"question {i}", SHOWN_NONE, "gen-1", vote="down" if i % 2 else None)
         for i in range(8)
     ]
-    assert [r.id for r in store.rows()] == ids[-5:]  # the newest five, votes or not
+    assert [r.id for r in store.rows()] == ids[-5:]  # the newest five
+    # Over the bound, an answer nobody voted on goes before an older question in the queue.
+    monkeypatch.setattr(fb, "MAX_ROWS", 3)
+    queued = store.add("api", "bread", SHOWN_NONE, "gen-1")
+    answered = store.add("api", "NCCL error(2)", SHOWN_MATCH, "gen-1")
+    with store._connect() as db:  # answered two hours ago, and nobody voted
+        db.execute("UPDATE feedback SET created = ? WHERE id = ?", (time.time() - 7200, answered))
+    store.add("api", "NCCL error(5)", SHOWN_MATCH, "gen-1")
+    store.add("api", "NCCL error(12)", SHOWN_MATCH, "gen-1")
+    assert queued in [r.id for r in store.rows()] and answered not in [r.id for r in store.rows()]
 
 
 def test_ten_pastes_of_one_error_are_one_group(store):

@@ -267,6 +267,23 @@ def test_service_streams_a_verified_answer(stub, llm_kb):
     assert roles == ["system", "user", "assistant", "user"]
 
 
+def test_the_model_reads_no_turn_from_before_clear(stub, llm_kb):
+    stub.script(faithful_init_plugin())
+    history = [
+        ("user", "my password is hunter2, NCCL hangs"),
+        ("assistant", "..."),
+        ("user", "clear"),
+        ("assistant", "ok"),
+    ]
+    llm_kb.ask(INIT_PLUGIN, history=history)
+    sent = json.dumps(stub.requests[0].body["messages"])
+    assert "hunter2" not in sent and [m["role"] for m in stub.requests[0].body["messages"]] == [
+        "system",
+        "assistant",
+        "user",
+    ]
+
+
 def _kb_env(stub: OpenAIStub) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_LLM_")}
     env.update(stub.kb_env(timeout_s=5))

@@ -122,6 +122,26 @@ def test_a_closest_entry_withholds_commands_written_in_its_sentences():
     assert "sudo ln -sf /usr/bin/python3.9 /usr/bin/python" in matched and "apt install libidn11" in matched
 
 
+def test_a_closest_entry_keeps_prose_and_tables_that_begin_with_a_command_word():
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    body = (
+        "A: Check every node.\n\n- ssh into each node and check the driver\n"
+        "- docker containers need a bigger /dev/shm\n\n| python | torch |\n|---|---|\n| 3.10 | 2.1 |\n"
+    )
+    closest = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)], weak=True)).text
+    for kept in (
+        "ssh into each node and check the driver",
+        "docker containers need",
+        "| python | torch |",
+        "| 3.10 | 2.1 |",
+    ):
+        assert kept in closest, kept
+
+
 def test_the_source_mark_never_breaks_a_code_block_and_a_title_alone_says_so():
     from dataclasses import replace
 
@@ -134,6 +154,12 @@ def test_the_source_mark_never_breaks_a_code_block_and_a_title_alone_says_so():
     text = extractive(SearchResult("add fails", "en", [hit(ends_in_code, None)])).text
     assert text.endswith("x = torch.add(a, b)\n```\n\n[1]")
     assert [seg.code for seg in segments(text)] == [False, True, False]
+    for body in (
+        "A: List the cards:\n\n    nvidia-smi -L",
+        "A: Versions:\n\n| python | torch |\n|---|---|\n| 3.10 | 2.1 |",
+    ):
+        shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)])).text
+        assert shown.endswith("\n\n[1]"), shown  # not copied with the command, not a table cell
     title_only = replace(entry(1), body="")
     assert extractive(SearchResult("q", "en", [hit(title_only, None)])).text == LABELS["en"]["title_only"]
 

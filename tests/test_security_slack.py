@@ -129,6 +129,10 @@ def test_slack_requests_without_a_valid_signature_are_rejected(bot):
         {"X-Slack-Request-Timestamp": now, "X-Slack-Signature": signed_for_other_body},  # tampered body
         {"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=" + "0" * 64},  # was a 500
         {"X-Slack-Request-Timestamp": "1e9", "X-Slack-Signature": "v0=" + "0" * 64},
+        {
+            "X-Slack-Request-Timestamp": "\u00b2",
+            "X-Slack-Signature": "v0=" + "0" * 64,
+        },  # isdigit(), not int()
     ):
         status, _, _ = raw(
             port, "POST", "/slack/events", body, {"Content-Type": "application/json", **headers}

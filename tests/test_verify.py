@@ -283,3 +283,43 @@ def test_code_in_containers_is_checked_as_the_page_parses_it(sources, text):
         c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"
     ]
     assert not any("nccl-fixer" in c for c in code), v.text  # never shown as code, whatever else
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Steps [1]:\n\n-     pip install nccl-fixer\n",  # a list item that opens with indented code
+        "Steps [1]:\n\n1.     pip install nccl-fixer\n",
+        "See <span title='`'>x</span> `pip install nccl-fixer` [1]",  # backticks paired otherwise
+        "See [docs](https://evil.example/x 'Guide') [1]",  # links a line pattern missed
+        "See [docs](https://evil.example/x (Guide)) [1]",
+        "See [a [b] c](https://evil.example/x) [1]",
+        "See [`nvidia-smi -L`](https://evil.example/x) [1]",
+        "See [the\nguide](https://evil.example/x) [1]",
+    ],
+)
+def test_what_a_page_parses_as_code_or_a_link_is_checked(sources, text):
+    from markdown_it import MarkdownIt
+
+    v = verify(text, sources, "en")
+    tokens = MarkdownIt("commonmark").parse(v.text)
+    code = [t.content for t in tokens if t.type in ("fence", "code_block")]
+    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
+    code += [c.content for c in inline if c.type == "code_inline"]
+    hrefs = [c.attrs.get("href", "") for c in inline if c.type == "link_open"]
+    assert not any("nccl-fixer" in c for c in code) and not any("evil.example" in str(h) for h in hrefs), (
+        v.text
+    )
+
+
+def test_a_faithful_answer_keeps_its_nested_items_and_the_sources_addresses(sources):
+    doc = DOC + "\nMore: [the NCCL guide](https://docs.example.org/nccl/env.html).\n"
+    linked = entries_from_text("en/cleanup.md", doc)
+    text = (
+        "1. Check each node [3]:\n    - ssh into each node and run the check\n    - cat the log of rank 0\n"
+        "    - python 版本需要 3.8 以上\n\n"
+        "说明见 https://docs.example.org/nccl/env.html，里面有说明。Also https://docs.example.org/nccl/env.html/ "
+        "and [the guide](https://docs.example.org/nccl/env.html#socket) [3]."
+    )
+    v = verify(text, linked, "en")
+    assert v.text == text and not v.removed_commands

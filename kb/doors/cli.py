@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kb {args.command}: {message}", file=sys.stderr)
         return code
 
-    sys.stdout = PrintableStream.around(sys.stdout)  # FAQ text, pastes and answers are printed: no escapes
+    if not getattr(args, "json", False):  # JSON escapes them itself; its text stays as it was
+        sys.stdout = PrintableStream.around(sys.stdout)  # FAQ text, pastes, answers: no escapes
     try:
         settings = load_settings(index=args.index, top_k=getattr(args, "k", None))
         return args.func(args, settings)

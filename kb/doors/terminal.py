@@ -15,8 +15,10 @@ MAX_K = 50  # the same bound as the API's "k"
 
 # What FAQ text, a pasted query or a model's answer may carry, printed raw to a terminal: OSC 52
 # writes the clipboard, `\x1b[2K\r` hides a command behind another line. Newlines and tabs stay.
+# Bidirectional overrides reorder what a line shows (a command reads other than it runs).
 _CONTROL = re.compile(
-    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b.?|"
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 )
 
 

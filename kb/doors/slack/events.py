@@ -47,7 +47,8 @@ def events_endpoint(bot: SlackBot):
         )
         if parsed is None:
             return Response(MALFORMED, status_code=400)
-        if not request.headers.get("x-slack-request-timestamp", "").isdigit():
+        stamp = request.headers.get("x-slack-request-timestamp", "")
+        if not (stamp.isascii() and stamp.isdigit()):
             return Response(BAD_TIMESTAMP, status_code=401)  # bolt's int() of it raised (a 500)
         # dispatch blocks until ack(); run it off the event loop so other requests go on.
         response = await run_in_threadpool(bot.app.dispatch, parsed)

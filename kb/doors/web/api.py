@@ -57,6 +57,9 @@ def public_stats(stats: dict) -> dict:
         **stats,
         "index": PurePath(stats["index"]).name,
         "sources": [PurePath(s).name for s in stats.get("sources", [])],
+        # A skipped file's reason may name a path outside the docs (a link's target): counts only.
+        "skipped": len(stats.get("skipped", [])),
+        "warnings": len(stats.get("warnings", [])),
     }
 
 

@@ -57,12 +57,16 @@ def _plain(note: str, text: str) -> str:
     return f'<p class="kb-note">{note}</p><pre class="kb-plain">{html.escape(text)}</pre>'
 
 
-@lru_cache(maxsize=256)
 def _markdown(text: str) -> str:
+    if len(text) > MAX_LAID_OUT_CHARS:  # not kept: a 3 MB body is 13 MB of HTML
+        return _plain("Too long to lay out; shown as plain text. · 内容过长，按纯文本显示。", text)
+    return _laid_out(text)
+
+
+@lru_cache(maxsize=64)  # at most 64 bodies of 200,000 characters: about 45 MB of HTML
+def _laid_out(text: str) -> str:
     from markdown_it import MarkdownIt
 
-    if len(text) > MAX_LAID_OUT_CHARS:
-        return _plain("Too long to lay out; shown as plain text. · 内容过长，按纯文本显示。", text)
     # html=False: a <script> (or any tag) in a FAQ is escaped and shown as text, never run.
     # markdown-it also refuses javascript:/vbscript:/data: link targets.
     md = MarkdownIt("commonmark", {"html": False, "maxNesting": MAX_NESTING}).enable("table")

@@ -274,15 +274,20 @@ def test_links_only_to_addresses_the_cited_sources_give(sources):
     ],
 )
 def test_code_in_containers_is_checked_as_the_page_parses_it(sources, text):
+    v = verify(text, sources, "en")
+    code, _ = as_a_page_shows(v.text)
+    assert not any("nccl-fixer" in c for c in code), v.text  # never shown as code, whatever else
+
+
+def as_a_page_shows(text: str) -> tuple[list[str], list[str]]:
+    """The code and the link targets a CommonMark page shows for `text`."""
     from markdown_it import MarkdownIt
 
-    v = verify(text, sources, "en")
-    tokens = MarkdownIt("commonmark").parse(v.text)
+    tokens = MarkdownIt("commonmark").parse(text)
     code = [t.content for t in tokens if t.type in ("fence", "code_block")]
-    code += [
-        c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"
-    ]
-    assert not any("nccl-fixer" in c for c in code), v.text  # never shown as code, whatever else
+    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
+    code += [c.content for c in inline if c.type == "code_inline"]
+    return code, [str(c.attrs.get("href", "")) for c in inline if c.type == "link_open"]
 
 
 @pytest.mark.parametrize(
@@ -299,17 +304,9 @@ def test_code_in_containers_is_checked_as_the_page_parses_it(sources, text):
     ],
 )
 def test_what_a_page_parses_as_code_or_a_link_is_checked(sources, text):
-    from markdown_it import MarkdownIt
-
     v = verify(text, sources, "en")
-    tokens = MarkdownIt("commonmark").parse(v.text)
-    code = [t.content for t in tokens if t.type in ("fence", "code_block")]
-    inline = [c for t in tokens if t.type == "inline" for c in t.children or []]
-    code += [c.content for c in inline if c.type == "code_inline"]
-    hrefs = [c.attrs.get("href", "") for c in inline if c.type == "link_open"]
-    assert not any("nccl-fixer" in c for c in code) and not any("evil.example" in str(h) for h in hrefs), (
-        v.text
-    )
+    code, hrefs = as_a_page_shows(v.text)
+    assert not any("nccl-fixer" in c for c in code) and not any("evil.example" in h for h in hrefs), v.text
 
 
 def test_a_faithful_answer_keeps_its_nested_items_and_the_sources_addresses(sources):

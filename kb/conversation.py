@@ -45,15 +45,15 @@ _CLEAR = re.compile(
 # it" with the first answer again, and the queue filled with "ok" and "cheers").
 _THANKS = frozenset(
     """thanks thank thx ty tysm 3q cheers appreciate appreciated ok okay great cool nice perfect
-    awesome excellent wonderful amazing brilliant worked works fixed solved resolved""".split()
+    awesome excellent wonderful amazing brilliant worked works fixed solved resolved got understood""".split()
 )
 _ALONG = frozenset(
-    """you so much very a lot it that this did the trick now got understood good yes yep yeah sure
+    """you so much very a lot it that this did the trick now good yes yep yeah sure
     alright all right fine helpful helped help for your again is was working makes sense guys
     man lol""".split()
 )
 _NEGATION = re.compile(r"\b(not|no|never|still|but|though|however)\b|n't|没|不|未|仍|还是|但", re.I)
-_ZH_THANKS = re.compile(r"谢谢|多谢|感谢|好的|明白|收到|了解|解决了|可以了|搞定|管用|有用|成功了")
+_ZH_THANKS = re.compile(r"谢谢|多谢|感谢|好的|好|行|嗯|明白|收到|了解|解决了|可以了|搞定|管用|有用|成功了")
 _ZH_ALONG = re.compile(r"[你您了啦呀啊哈嗯哦喔好的非常太棒问题！!，,。.~～\s]")
 
 

@@ -12,6 +12,9 @@ EARLIER = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(
     "message",
     [
         "thanks!",
+        "got it",
+        "好",
+        "明白了",
         "thank you, that fixed it",
         "thanks, it works now",
         "that worked",

@@ -82,7 +82,7 @@ _BOILERPLATE = re.compile(
 # Issue templates' own sentences (GitHub's bug and feature forms, in both languages), and their
 # checklists (`- [x] I have searched the existing issues`): the form's words, ticked, not the person's.
 _TEMPLATE_TEXT = re.compile(
-    r"^\s*[-*]?\s*(\[[ xX]\]\s*(I\b|I'|我|已)|A clear and concise description|Steps to reproduce|To Reproduce|Expected behavio|"
+    r"^\s*[-*]?\s*(\[[ xX]\]\s|A clear and concise description|Steps to reproduce|To Reproduce|Expected behavio|"
     r"If applicable|Is your feature request related|Describe the (bug|solution|alternatives)|"
     r"Additional context|Please (provide|describe|fill|paste|check)|请(提供|描述|填写)|复现(步骤|方法)|"
     r"期望(结果|行为)|Your hardware and system info|System Info|Environment|Reproduction)",

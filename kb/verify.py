@@ -55,6 +55,7 @@ _ADDRESS = r"(?i:https?|ftp)://[^\s<>()\[\]`\"'\u0080-\uffff]+"  # ends where Ch
 _URL = re.compile(
     rf"(?<![\w(])(<)?({_ADDRESS})(?(1)>)"
 )  # bare or <autolinked>; no re.I (it folds k, s, i into the excluded range)
+ELSEWHERE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # a link to another site (`#x`, `a.md` stay here)
 _MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^\s)>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
@@ -298,7 +299,8 @@ class Guard:
         other address is replaced by a notice (a page may make a bare address a link)."""
 
         def markdown_link(m: re.Match) -> str:
-            return m.group(0) if url_key(m.group(2)) in self.urls else m.group(1)
+            target = m.group(2)
+            return m.group(0) if not ELSEWHERE.match(target) or url_key(target) in self.urls else m.group(1)
 
         def address(m: re.Match) -> str:
             return m.group(0) if url_key(m.group(2)) in self.urls else LINK_REMOVED[self.lang]

@@ -16,10 +16,13 @@ from collections.abc import Container
 
 from ingest.code import PROMPT, looks_like_command, strip_prompt
 
-from .verify import OUTPUT_INFOS, norm, url_key
+from .verify import ELSEWHERE, OUTPUT_INFOS, norm, url_key
 
 # What keeps a line inside its quote or list item: `> `, indentation, a list marker.
 _LEAD = re.compile(r"^(?:[ \t]*>)*[ \t]*(?:(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))?[ \t]*")
+_LEAVES = re.compile(
+    r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I
+)  # a link to another site (a relative one stays here)
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)([\s\S]+?)(?<!`)\1(?!`)")
 
 
@@ -64,9 +67,8 @@ def recheck(
                     if not _replace_span(lines, start, stop, child.content, marker):
                         _blank(lines, start, stop, marker)
                 href = str(child.attrs.get("href", "")) if child.type == "link_open" else ""
-                if href and link_marker and url_key(href) not in urls:
-                    removed.append(href)
-                    _blank(lines, start, stop, link_marker)
+                if link_marker and ELSEWHERE.match(href) and url_key(href) not in urls:
+                    _blank(lines, start, stop, link_marker)  # a link elsewhere: its paragraph goes
     return "\n".join(lines), removed
 
 

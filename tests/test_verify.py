@@ -316,7 +316,7 @@ def test_a_faithful_answer_keeps_its_nested_items_and_the_sources_addresses(sour
         "1. Check each node [3]:\n    - ssh into each node and run the check\n    - cat the log of rank 0\n"
         "    - python 版本需要 3.8 以上\n\n"
         "说明见 https://docs.example.org/nccl/env.html，里面有说明。Also https://docs.example.org/nccl/env.html/ "
-        "and [the guide](https://docs.example.org/nccl/env.html#socket) [3]."
+        "and [the guide](https://docs.example.org/nccl/env.html#socket) [3], [this page](#sources)."
     )
     v = verify(text, linked, "en")
     assert v.text == text and not v.removed_commands

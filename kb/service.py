@@ -7,6 +7,7 @@ embedder, and a LangChain chat model built from `[llm]` when one is configured.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -153,10 +154,10 @@ class KnowledgeBase:
         history = [(role, valid_text(text)) for role, text in since_cleared(history)]  # the model's too
         talk = small_talk(query)
         if talk is not None:
-            said = [text for role, text in history if role == "user"]  # "ok" in a Chinese conversation
-            return small_talk_answer(
-                query, talk, reader_language(said[-1] if said and not lang else query, lang)
-            )
+            said = [text for role, text in history if role == "user"]
+            # The message's own words decide; "ok" or "3q" says nothing, so the conversation does.
+            neutral = said and not lang and re.fullmatch(r"\W*(ok(ay)?|k|3q)\W*", query, re.I)
+            return small_talk_answer(query, talk, reader_language(said[-1] if neutral else query, lang))
         with self._turn(query):
             result = self.search_in_context(query, history, lang)
         use_llm = self.chat_model is not None or self.settings.llm_enabled

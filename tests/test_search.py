@@ -275,8 +275,13 @@ def test_a_new_error_thanks_and_clear_in_a_conversation(seeds_kb):
         assert [h.entry.id for h in got.hits] == [h.entry.id for h in alone.hits]
         assert earlier not in [h.entry.title for h in got.hits]
     # Thanks get a word back, not the first answer, and nothing is searched or queued.
-    for message, lang in (("thank you, that fixed it", "en"), ("好的谢谢", "zh")):
-        answer = seeds_kb.ask(message, history=history)
+    chinese = [("user", "昇腾多机训练 HCCL 超时怎么办"), ("assistant", "(the earlier answer)")]
+    for message, lang, earlier_turns in (
+        ("thank you, that fixed it", "en", history),
+        ("好的谢谢", "zh", history),  # its own words decide
+        ("ok", "zh", chinese),  # "ok" says nothing: the conversation's language
+    ):
+        answer = seeds_kb.ask(message, history=earlier_turns)
         assert answer.no_match and answer.vague and answer.lang == lang
         assert answer.text == LABELS[lang]["thanks"] and answer.suggestions == () and answer.commands == ()
     # "clear" forgets: the same follow-up that was read with the earlier question is read alone.

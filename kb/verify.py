@@ -58,7 +58,7 @@ _URL = re.compile(
 ELSEWHERE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # a link to another site (`#x`, `a.md` stay here)
 _MD_LINK = re.compile(r"\[([^\]\n]*)\]\(\s*<?([^\s)>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
-_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 # [1] [1, 2] [1][2] 【1】; not an index like `ret[101]` (a letter or digit before it) nor a link.
 _CITE = re.compile(
     r"(\s*)(?<![A-Za-z0-9_/])(?:\[|【)\s*(\d{1,3}(?:\s*[,，、;；]\s*\d{1,3})*)\s*(?:\]|】)(?!\()"
@@ -91,7 +91,7 @@ def _lead(text: str) -> str:
     return m.group(1) if m else ""
 
 
-def _units(lines: Sequence[str]) -> list[tuple[int, int, str]]:
+def units(lines: Sequence[str]) -> list[tuple[int, int, str]]:
     """Logical lines of a code block: (first, last, text), joining `\\` continuations."""
     out: list[tuple[int, int, str]] = []
     i = 0
@@ -117,9 +117,9 @@ def source_code(entry: Entry) -> dict[str, str]:
     for cmd in entry.commands:
         add(cmd, cmd)
     for block in code_blocks(entry.body):
-        for _, _, unit in _units(block.lines):
+        for _, _, unit in units(block.lines):
             add(unit)
-    for m in _SPAN.finditer(prose(entry.body)):
+    for m in SPAN.finditer(prose(entry.body)):
         add(m.group(2))
     # `export NAME=value` and `NAME=value` set the same thing: accept either for the other.
     for key, shown in list(found.items()):
@@ -221,7 +221,7 @@ class Guard:
         info = fence.group(3).lower() if fence else ""
         raw = [ln.rstrip("\n") for ln in body]
         out = [opening]
-        for first, last, unit in _units(raw):
+        for first, last, unit in units(raw):
             s = strip_prompt(unit)
             checked = bool(s) and not s.startswith(("#", "//"))
             if checked and info in OUTPUT_INFOS:
@@ -245,7 +245,7 @@ class Guard:
         # Split into inline code spans and the text around them.
         parts: list[tuple[bool, str, str]] = []
         pos = 0
-        for m in _SPAN.finditer(text):
+        for m in SPAN.finditer(text):
             parts.append((False, text[pos : m.start()], ""))
             parts.append((True, m.group(0), m.group(2)))
             pos = m.end()

@@ -16,14 +16,14 @@ from collections.abc import Container
 
 from ingest.code import PROMPT, looks_like_command, strip_prompt
 
-from .verify import ELSEWHERE, OUTPUT_INFOS, norm, url_key
+from .verify import ELSEWHERE, OUTPUT_INFOS, SPAN, norm, units, url_key
 
 # What keeps a line inside its quote or list item: `> `, indentation, a list marker.
 _LEAD = re.compile(r"^(?:[ \t]*>)*[ \t]*(?:(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))?[ \t]*")
 _LEAVES = re.compile(
     r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I
 )  # a link to another site (a relative one stays here)
-_SPAN = re.compile(r"(?<!`)(`+)(?!`)([\s\S]+?)(?<!`)\1(?!`)")
+_SPAN = re.compile(SPAN.pattern, re.S)  # the answer check's inline code, here across lines too
 
 
 def _runs_something(line: str, info: str, indented: bool) -> bool:
@@ -50,8 +50,9 @@ def recheck(
         start, stop = tok.map
         if tok.type in ("fence", "code_block"):
             info = tok.info.split()[0].lower() if tok.info.strip() else ""
-            for unit in _units(tok.content.split("\n")):
-                code = strip_prompt("\n".join(unit))
+            block = tok.content.split("\n")
+            for first, last, joined in units(block):
+                unit, code = block[first : last + 1], strip_prompt(joined)
                 if _runs_something(unit[0], info, tok.type == "code_block") and norm(code) not in allowed:
                     removed.append(code)
                     if not all(
@@ -70,17 +71,6 @@ def recheck(
                 if link_marker and ELSEWHERE.match(href) and url_key(href) not in urls:
                     _blank(lines, start, stop, link_marker)  # a link elsewhere: its paragraph goes
     return "\n".join(lines), removed
-
-
-def _units(lines: list[str]) -> list[list[str]]:
-    """Logical lines of a block: a line ending in `\\` goes on in the next one."""
-    units: list[list[str]] = []
-    for line in lines:
-        if units and units[-1][-1].rstrip().endswith("\\"):
-            units[-1].append(line)
-        else:
-            units.append([line])
-    return units
 
 
 def _replace_line(lines: list[str], start: int, stop: int, code: str, marker: str) -> bool:

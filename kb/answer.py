@@ -95,6 +95,7 @@ class Answer:
     weak: bool = False  # the closest entry, shown without its commands (see SearchResult.weak)
     matched_line: str = ""  # the line of the query that matched the best entry (see matched_line)
     vague: bool = False  # no match because the query names nothing specific (see SearchResult.vague)
+    reply: bool = False  # a word back to thanks or "clear": nothing was searched (small_talk_answer)
 
     @property
     def strength(self) -> str:
@@ -270,7 +271,7 @@ def no_match_answer(
 def small_talk_answer(query: str, kind: str, lang: str) -> Answer:
     """Thanks or "clear" (kb/conversation.py small_talk): a word back, nothing searched, nothing
     queued as unanswered (it names no problem: vague)."""
-    return Answer(query, lang, LABELS[lang][kind], (), (), no_match=True, vague=True)
+    return Answer(query, lang, LABELS[lang][kind], (), (), no_match=True, vague=True, reply=True)
 
 
 # A line the mark can end: not code (a fence, four spaces in), a table row or a quote.

@@ -67,6 +67,7 @@ class Presentation:
     mode: str  # "extractive" or "llm"
     strength: str  # "match", "weak" (the closest entry, maybe not the problem) or "none"
     strength_label: str  # "Matches" / "Closest entry, not a match" / "No match", in the reader's language
+    reply: bool  # a word back to thanks or "clear": no strength to show, nothing was searched
     warning: str  # for a weak match: check the symptoms before running anything; else ""
     headline: Ref | None  # the entry the answer gives: its title is the answer's heading
     matched_line: str  # the line of the paste that matched the entry, quoted; "" when none
@@ -134,6 +135,7 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
         mode=answer.mode,
         strength=answer.strength,
         strength_label=labels[{"match": "match", "weak": "weak_badge", "none": "none"}[answer.strength]],
+        reply=answer.reply,
         warning=labels["weak"] if answer.weak else "",
         headline=_ref(answer.citations[0].entry, docs_base_url, 1) if answer.citations else None,
         matched_line=answer.matched_line,

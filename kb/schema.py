@@ -80,6 +80,7 @@ def ask_json(a: Answer) -> dict:
         "lang": a.lang,
         "no_match": a.no_match,
         "match": a.strength,
+        "reply": a.reply,  # a word back to thanks or "clear": nothing was searched, nothing to show
         "matched_line": a.matched_line,
         "answer": a.text,
         "commands": list(a.commands),

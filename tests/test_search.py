@@ -282,7 +282,7 @@ def test_a_new_error_thanks_and_clear_in_a_conversation(seeds_kb):
         ("ok", "zh", chinese),  # "ok" says nothing: the conversation's language
     ):
         answer = seeds_kb.ask(message, history=earlier_turns)
-        assert answer.no_match and answer.vague and answer.lang == lang
+        assert answer.no_match and answer.vague and answer.reply and answer.lang == lang
         assert answer.text == LABELS[lang]["thanks"] and answer.suggestions == () and answer.commands == ()
     # "clear" forgets: the same follow-up that was read with the earlier question is read alone.
     cleared = [*history, ("user", "clear"), ("assistant", seeds_kb.ask("clear", history=history).text)]

@@ -37,7 +37,7 @@ def test_1_unrelated_questions_get_their_own_answers_and_new_chat_forgets(url):
         second = ask(page, SSH, 2)
         assert "ssh-keygen" in second and "1343225860" not in second  # not the first answer again
         third = ask(page, "thanks!", 3)
-        assert "1343225860" not in third
+        assert "1343225860" not in third and "No match" not in third and "Glad it helped" in third
         page.locator("#kb-chat button.example").first.wait_for(state="detached")  # chips only when empty
         # New chat: the screen, the history and the browser's copy are all forgotten.
         page.click("#kb-new")

@@ -101,6 +101,18 @@ def test_render_no_match_offers_suggestions(seeds_kb):
     md = render_answer(answer)
     assert LABELS["en"]["no_match"] in md and LABELS["en"]["suggest"] in md
     assert md.count("](entry/") == len(answer.suggestions)
+    assert md.startswith(f"**✗ {LABELS['en']['none']}**")
+
+
+def test_thanks_get_a_word_back_without_a_no_match_badge(seeds_kb):
+    from kb.answer import LABELS
+    from kb.doors.web.render import render_answer
+
+    # Nothing was searched, so "No match" would be a verdict on nothing.
+    for message, lang in (("thanks, that fixed it", "en"), ("好的谢谢", "zh")):
+        md = render_answer(seeds_kb.ask(message))
+        assert md == LABELS[lang]["thanks"]
+    assert render_answer(seeds_kb.ask("clear")) == LABELS["en"]["clear"]
 
 
 def test_render_escapes_html_outside_code():

@@ -265,7 +265,10 @@ SHARE_QUERY_BYTES = 4000  # a link to an answer carries the question, or the key
 
 def _head(p) -> list[str]:
     """How strong the match is, the entry's title as the answer's heading, and the quoted line
-    of the paste that matched (kb/present.py decides them)."""
+    of the paste that matched (kb/present.py decides them). A word back to thanks has none: it
+    was no search, so "No match" would be a verdict on nothing."""
+    if p.reply:
+        return []
     out = [f"**{BADGE[p.strength]} {escape_md_html(p.strength_label)}**"]
     if p.headline is not None:
         out.append(f"## {entry_link(p.headline.entry)}")

@@ -39,6 +39,9 @@ BYPASSES = [
     "<img src=http://127.0.0.1:9/raw-beacon>",
 ]
 
+# Browsers read a backslash in an address as "/": this name asks for an image when shown as HTML.
+NAMED = "nccl`<img src=http:\\\\127.0.0.1:9\\name-beacon>`.md"
+
 HOSTILE_FAQ = f"""\
 # Tracing
 
@@ -102,7 +105,8 @@ def hostile_index(tmp_path_factory) -> Path:
 
     docs = tmp_path_factory.mktemp("hostile-web-docs")
     (docs / "trace.md").write_text(HOSTILE_FAQ, "utf-8")
-    (docs / "nccl.md").write_text(
+    # A file name is the document's location, shown under every answer that cites it.
+    (docs / NAMED).write_text(
         "## Q: NCCL error(2) unhandled system error in Docker?\n\nA: Start the container with "
         "`--shm-size 32G`.\n",
         "utf-8",
@@ -128,6 +132,22 @@ def server(hostile_index, tmpdir_of_server, tmp_path_factory):
     }
     with kb_serve(hostile_index, tmp_path_factory.mktemp("web-log") / "serve.log", env=env) as srv:
         yield srv
+
+
+def test_a_file_name_is_shown_as_text_under_an_answer(hostile_index):
+    """The sources line of the chat wrote the location between backticks of its own, so the
+    backtick in this name ended the code span and the browser fetched the image it names."""
+    from kb.doors.web.render import render_answer
+    from kb.service import KnowledgeBase
+
+    answer = KnowledgeBase.open(index=str(hostile_index)).ask(
+        "NCCL error(2) unhandled system error in Docker"
+    )
+    assert NAMED in answer.citations[0].entry.location
+    md = render_answer(answer)
+    raw, images = html_of(md)
+    assert images == [] and set(raw) <= {"<code>", "</code>"}, md
+    assert "&lt;img src=http:" in md
 
 
 def ask(port: int, query: str, headers: dict | None = None):

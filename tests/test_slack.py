@@ -102,6 +102,22 @@ def test_slack_retry_of_the_same_event_is_not_answered_twice(bot, stub):
     assert len(stub.of("reactions.add")) == 1
 
 
+def test_messages_without_a_client_msg_id_are_each_answered(bot, stub):
+    """Some clients and integrations send none: each such message is still a message of its own
+    (all of them after the first were dropped for an hour)."""
+    app, url = bot
+    for text in (
+        "ExternalError: Nccl error(2), unhandled system error",
+        "Init plugin so failed, ret = 1343225860",
+    ):
+        event = mention(text)
+        del event["client_msg_id"]
+        assert post_event(url, event)[0] == 200
+        assert app.wait_idle(30)
+    first, second = stub.of("chat.postMessage")
+    assert "NCCL error(2)" in reply_text(first) and "1343225860" in reply_text(second)
+
+
 def test_thread_follow_up_uses_the_earlier_messages(bot, stub, seeds_kb):
     app, url = bot
     follow_up = "what if it happens inside docker?"

@@ -152,7 +152,10 @@ class SlackBot:
         if event["user"] == bot_user:
             return
         channel, ts = event["channel"], event["ts"]
-        if not self._seen_messages.first_time(f"msg:{event.get('client_msg_id', '')}", f"ts:{channel}:{ts}"):
+        # Messages from integrations and some clients carry no client_msg_id: then the
+        # channel and timestamp alone name the message ("msg:" would name them all).
+        msg_id = event.get("client_msg_id")
+        if not self._seen_messages.first_time(f"msg:{msg_id}" if msg_id else "", f"ts:{channel}:{ts}"):
             return  # the same message delivered as both app_mention and message.im
         thread_ts = event.get("thread_ts") or ts
         self._react(channel, ts, SEARCHING_REACTION, add=True)

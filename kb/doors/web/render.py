@@ -256,7 +256,9 @@ def _label_destructive_fences(md: str, caution: str) -> str:
 
 
 def _ref_line(r: Ref, label: str) -> str:
-    return f"- {entry_link(r.entry, label)} · `{r.location}`"
+    # The location is a file name: a backtick in it would end a code span written here and let
+    # the rest of the name (`<img src=...>`) in as HTML.
+    return f"- {entry_link(r.entry, label)} · {_inline_code(r.location)}"
 
 
 BADGE = {"match": "✓", "weak": "≈", "none": "✗"}

@@ -154,11 +154,28 @@ def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
     cleaned = "\n".join(ln for ln in lines if ln.strip() not in ("<br/>", "<br>"))
     cleaned = _HTML_TAG.sub("", cleaned).strip()
     if not cleaned:
-        cleaned = answer_text(entry, limit)
+        cleaned = answer_text(entry, limit) or _code_only(entry.body)
     cleaned = re.sub(r"\n{3,}", "\n\n", cleaned)
     if len(cleaned) <= limit:
         return cleaned
-    return _shorten(cleaned, limit) + "\n\n" + LABELS.get(entry.lang, LABELS["en"])["more"]
+    more = LABELS.get(entry.lang, LABELS["en"])["more"]
+    short = _shorten(cleaned, limit)
+    # A first block too long to show whole: no half of a fence, only the pointer to the source.
+    return (
+        more if short.lstrip().startswith(("```", "~~~")) and short.endswith(" …") else f"{short}\n\n{more}"
+    )
+
+
+def _code_only(body: str) -> str:
+    """The closed code blocks of an entry that says nothing else (a snippet, a loop, a hostfile):
+    there the code is the answer, whatever its language (it was left out as illustration, and
+    the answer said the entry had no more than its title)."""
+    blocks = []
+    for seg in segments(body):
+        opening = FENCE_OPEN.match(seg.lines[0]) if seg.code else None
+        if opening is not None and len(seg.lines) > 1 and closes(seg.lines[-1], opening.group(2)):
+            blocks.append("\n".join(seg.lines))
+    return "\n\n".join(blocks)
 
 
 def _without_code(text: str, lang: str) -> str:
@@ -331,20 +348,21 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _words(line: str) -> set[str]:
-    return set(_WORD.findall(line.lower()))
+    # Numbers alone (timestamps, process ids, ranks) differ from one run of an error to the next.
+    return {w for w in _WORD.findall(line.lower()) if not w.isdigit()}
 
 
-def matched_line(result: SearchResult) -> str:
-    """The line of the person's paste that the answer matched: the error line that reproduced
-    the entry's signature, quoted as it was pasted so the reader sees why this entry was chosen."""
-    if not result.hits or not result.hits[0].matched_signature:
+def matched_line(result: SearchResult, n: int = 0) -> str:
+    """The line of the person's paste that hit `n` matched: the error line that reproduced the
+    entry's signature, quoted as it was pasted so the reader sees why this entry was chosen."""
+    if len(result.hits) <= n or not result.hits[n].matched_signature:
         return ""
-    sig = result.hits[0].matched_signature
+    sig = result.hits[n].matched_signature
     words = _words(sig)
     read = result.post.errors if result.post else result.signature_lines
     best = max((ln for ln in read if ln.strip()), key=lambda ln: len(words & _words(ln)), default="")
     if not best or len(words & _words(best)) * 2 < len(words):
-        return sig.strip()[:300]
+        return ""  # the entry's own line is not a line of the paste: the doors quote nothing
     return _as_pasted(best, result.query).strip()[:300]
 
 

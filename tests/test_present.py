@@ -164,6 +164,27 @@ def test_the_source_mark_never_breaks_a_code_block_and_a_title_alone_says_so():
     assert extractive(SearchResult("q", "en", [hit(title_only, None)])).text == LABELS["en"]["title_only"]
 
 
+def test_an_entry_that_is_only_code_shows_its_code():
+    """A snippet, a loop or a hostfile with no sentence around it is the whole answer: it was left
+    out as illustration and the answer said the entry had no more than its title."""
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import ANSWER_CHARS, extractive
+
+    for block in (
+        "```python\nimport datetime\ndist.init_process_group('nccl', timeout=datetime.timedelta(hours=1))\n```",
+        "```text\nnode1 slots=8\nnode2 slots=8\n```",
+        "```bash\nfor i in $(seq 0 7); do hccn_tool -i $i -link -g; done\n```",
+    ):
+        shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=block), None)])).text
+        assert shown == f"{block}\n\n[1]"
+    # Too long to show whole: never half a block, only where the rest is.
+    long_block = "```text\n" + "node slots=8\n" * (ANSWER_CHARS // 10) + "```"
+    shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=long_block), None)])).text
+    assert "```" not in shown and LABELS["en"]["more"] in shown
+
+
 def test_the_matched_line_is_quoted_as_it_was_pasted():
     from index.search import SearchResult
     from kb.answer import matched_line
@@ -178,9 +199,22 @@ def test_the_matched_line_is_quoted_as_it_was_pasted():
     normalised = ("[E ProcessGroupNCCL.cpp] [Rank] Watchdog caught collective operation timeout",)
     result = SearchResult(query, "en", [found], signature_lines=normalised)
     assert matched_line(result) == pasted  # the rank's number kept, the terminal's colours not
-    # A paste where no line carries the signature's words quotes the entry's signature.
+    # A paste where no line carries the signature's words quotes nothing: the entry's own line is
+    # no line of the paste (it was shown as one, with the entry's timestamp and process id).
     elsewhere = SearchResult("the job hangs", "en", [found], signature_lines=())
-    assert matched_line(elsewhere) == signature
+    assert matched_line(elsewhere) == ""
+    # Another run of the same error: its timestamp, process id and rank are not what matched.
+    run = "[ERROR] 2024-10-11-09:41:12 (PID:19372, Device:3, RankID:3) ERR01100 OPS call acl api failed"
+    theirs = Hit(
+        e.entry,
+        1.0,
+        1,
+        1,
+        0.9,
+        "[ERROR] 2025-02-16-12:18:25 (PID:775, Device:0, RankID:0) ERR01100 OPS call acl api failed",
+    )
+    again = SearchResult(f"DDP on 8 cards fails:\n[rank3]: {run}", "en", [theirs], signature_lines=(run,))
+    assert matched_line(again) == f"[rank3]: {run}"
 
 
 def test_a_short_output_a_sentence_introduces_stays_code_and_listings_do_not():

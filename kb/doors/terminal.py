@@ -108,7 +108,7 @@ def search_text(result, docs_base_url: str = "") -> str:
     ones with their caution), and how strong the match is."""
     from ingest.code import is_destructive
 
-    from ..answer import LABELS, no_match_text
+    from ..answer import LABELS, matched_line, no_match_text
     from ..present import CAUTION
 
     lang = result.lang if result.lang in LABELS else "en"
@@ -126,8 +126,9 @@ def search_text(result, docs_base_url: str = "") -> str:
         out.append(f"{n}. {e.title}\n   {e.location} [{e.lang}]  score={h.score:.4f}")
         if h.translation is not None:
             out.append(f"   {h.translation.lang}: {h.translation.title} ({h.translation.location})")
-        if h.matched_signature:
-            out.append(f"   {labels['matched_line']}: {h.matched_signature}")
+        quoted = matched_line(result, n - 1) if result.hits else ""
+        if quoted:
+            out.append(f"   {labels['matched_line']}: {quoted}")
         if result.no_match or (n == 1 and result.weak):
             continue  # no commands from an entry that may not be the problem
         for c in e.commands[:6]:

@@ -22,6 +22,8 @@ _REFERS_BACK = re.compile(
     r"how about|and|or|but)\b|如果|假如|那|还是|还|这个|那个|同样|也|呢|换成|改成",
     re.I,
 )
+# A question word alone asks about the answer just given: "why?", "为什么？".
+_ABOUT_THE_ANSWER = re.compile(r"^\W*(why( not| so)?|how (come|so)|为什么|为啥|怎么回事|然后呢)\W*$", re.I)
 # ...unless it quotes an error of its own: "now it says Out of memory", "那 torchrun: not found 呢"
 # are new problems, and read with the earlier question they got its answer again.
 _QUOTES = re.compile(
@@ -53,8 +55,11 @@ _ALONG = frozenset(
     man lol""".split()
 )
 _NEGATION = re.compile(r"\b(not|no|never|still|but|though|however)\b|n't|没|不|未|仍|还是|但", re.I)
-_ZH_THANKS = re.compile(r"谢谢|多谢|感谢|好的|好|行|嗯|明白|收到|了解|解决了|可以了|搞定|管用|有用|成功了")
-_ZH_ALONG = re.compile(r"[你您了啦呀啊哈嗯哦喔好的非常太棒问题！!，,。.~～\s]")
+_ZH_THANKS = re.compile(
+    r"谢谢|多谢|感谢|好的|好|行|嗯|明白|收到|了解|解决了|可以了|搞定|管用|有用|成功了|改好了|修好了|正常了|跑通了"
+)
+# What goes along with thanks: "好的谢谢，已经解决了", "感谢！按照这个改好了" (both were searched).
+_ZH_ALONG = re.compile(r"[你您了啦呀啊哈嗯哦喔好的非常太棒问题已经按照这个样就都我现在终于！!，,。.~～\s]")
 
 
 def small_talk(query: str) -> str | None:
@@ -105,6 +110,8 @@ def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str | No
     earlier = [text for role, text in since_cleared(history) if role == "user" and text.strip()]
     if not earlier or len(query) > FOLLOW_UP_MAX_CHARS or small_talk(query):
         return None
+    if _ABOUT_THE_ANSWER.match(query):
+        return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])
     if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS or not _REFERS_BACK.search(query):
         return None  # a question with this much of its own, or that points nowhere back, is a new topic
     if _quotes_a_new_error(query):

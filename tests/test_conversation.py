@@ -26,6 +26,8 @@ EARLIER = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(
         "好的谢谢",
         "谢谢，问题解决了",
         "多谢！",
+        "好的谢谢，已经解决了",
+        "感谢！按照这个改好了",
     ],
 )
 def test_thanks_in_its_many_forms(message):
@@ -50,6 +52,7 @@ def test_thanks_in_its_many_forms(message):
         "?",
         "还是不行",
         "谢谢，但是换成 HCCL 还是报错",
+        "好的，我按照这个改了 NCCL_SOCKET_IFNAME",
         "thanks " * 20,
     ],
 )
@@ -89,6 +92,9 @@ def test_a_follow_up_that_quotes_a_new_error_is_a_new_question(message):
         "and if it gives the same thing inside docker?",
         "what if I got that after upgrading the driver?",
         "如果报错是在容器里呢",
+        "why?",
+        "为什么？",
+        "how come",
     ],
 )
 def test_a_follow_up_that_points_back_is_read_with_the_question(message):

@@ -258,7 +258,7 @@ def collect(
 def _read_one(source: SourceFile, limits: Limits, unchanged: Unchanged | None, problems: list[Problem]):
     """The file read (or recognised as unchanged), or None with the reason added to `problems`."""
     try:
-        data = read_bytes(source.path, limits)
+        data = read_bytes(source.path, limits, source.within)
         digest = hashlib.sha1(data).hexdigest()
         recorded = unchanged(source.doc, digest) if unchanged is not None else None
         if recorded is not None:

@@ -44,6 +44,8 @@ class SourceFile:
     path: Path  # where it was read from
     doc: str  # path relative to the ingested folder, '/'-separated, printable: what citations show
     note: str = ""  # something about the file worth a warning even though it is indexed
+    # The real folder it must still be in when it is opened (None: links out were allowed).
+    within: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def find_files(
                 problems.append(Problem(doc, "has the same name as another file once its name is decoded"))
                 continue
             docs.add(doc)
-            found.append(SourceFile(path=path, doc=doc, note=note))
+            found.append(SourceFile(path=path, doc=doc, note=note, within=tree))
     found.sort(key=lambda f: f.doc)
     return found, problems
 
@@ -203,14 +205,25 @@ def read_text(path: Path, limits: Limits = DEFAULT, data: bytes | None = None) -
     return text
 
 
-def read_bytes(path: Path, limits: Limits = DEFAULT) -> bytes:
-    """The file's bytes, within the size limit."""
-    return _read_bytes(path, limits.max_file_bytes)
+def read_bytes(path: Path, limits: Limits = DEFAULT, within: str | None = None) -> bytes:
+    """The file's bytes, within the size limit; with `within`, only while it is still a file of
+    that folder (see _read_bytes)."""
+    return _read_bytes(path, limits.max_file_bytes, within)
 
 
-def _read_bytes(path: Path, max_bytes: int) -> bytes:
+def _opened_path(fd: int, path: Path) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")  # what was opened, not what the name is now
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _read_bytes(path: Path, max_bytes: int, within: str | None = None) -> bytes:
     """At most `max_bytes` of a regular file. O_NONBLOCK: opening a FIFO must not wait for a
-    writer; fstat on the descriptor: what is read is what was checked."""
+    writer; fstat on the descriptor: what is read is what was checked. `within`: the walk found
+    the file inside this folder, but the name is opened later; a file swapped for a link out of
+    it in between was read and indexed (a probe won that race in 2 of 3 runs), so the opened
+    file's own path is checked again."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as e:
@@ -230,6 +243,11 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
             if stat.S_ISDIR(mode):
                 raise UnreadableFile("is a folder")
             raise UnreadableFile(f"is {kind}, not a regular file; only files are read")
+        if within is not None and not _inside(_opened_path(fd, path), within):
+            raise UnreadableFile(
+                "became a link out of the folder being ingested while it was read; not followed "
+                "(ingest again once the folder stops changing)"
+            )
         chunks, size = [], 0
         while size <= max_bytes:
             try:
@@ -241,7 +259,7 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > max_bytes:
-            raise UnreadableFile(f"too large (over {max_bytes} bytes); set KB_max_bytes to allow it")
+            raise UnreadableFile(f"too large (over {max_bytes} bytes); set KB_MAX_FILE_BYTES to allow it")
         return b"".join(chunks)
     finally:
         os.close(fd)

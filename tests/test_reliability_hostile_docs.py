@@ -254,3 +254,28 @@ def test_utf16_files_are_text_not_binary():
 def test_nul_bytes_after_the_first_64_kib_are_binary():
     with pytest.raises(UnreadableFile, match="binary content"):
         decode(b"## Q: text first?\n\nA: " + b"x" * 70_000 + b"\n\x00\x00\x7fELF tail")
+
+
+def test_a_file_swapped_for_a_link_out_while_ingesting_is_not_read(tmp_path):
+    """The walk checks links, but a file is opened later: swapped for a link to a file outside the
+    folder in between, it was read and indexed under its old name."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    outside = tmp_path / "private.md"
+    outside.write_text("## Q: What is the deploy key?\n\nA: it is key-7f3a9\n", "utf-8")
+    (docs / "a.md").write_text(GOOD_EN, "utf-8")
+    (docs / "z.md").write_text(GOOD_EN, "utf-8")
+
+    def swap_the_next_file(n, total, doc):  # called once a.md has been read, before z.md is
+        if doc == "a.md":
+            (docs / "z.md").unlink()
+            (docs / "z.md").symlink_to(outside)
+
+    report = collect([docs], progress=swap_the_next_file)
+    assert not any("key-7f3a9" in e.body for e in report.entries)
+    assert [(p.doc, p.reason.split(";")[0]) for p in report.problems] == [
+        ("z.md", "became a link out of the folder being ingested while it was read")
+    ]
+    # Links out are still read when the user allows them.
+    allowed = collect([docs], follow_links_outside=True)
+    assert any("key-7f3a9" in e.body for e in allowed.entries)

@@ -51,7 +51,13 @@ LINK_REMOVED = {
     "zh": "[已删除链接：引用的来源中没有此链接]",
 }
 WARN = "⚠"
-_ADDRESS = r"(?i:https?|ftp)://[^\s<>()\[\]`\"'\u0080-\uffff]+"  # ends where Chinese text goes on
+# An address ends where Chinese text goes on; one whose host starts with other letters
+# (`http://ｅｖｉｌ.example`, `http://例.example`) runs to the next space or Chinese punctuation;
+# `www.` alone is one too (pages make it a link).
+_ADDRESS = (
+    r"(?:(?i:https?|ftp)://|(?i:www)\.)"
+    r"(?:[^\s<>()\[\]`\"'\u0080-\uffff]+|(?=[\u0080-\uffff])[^\s<>()\[\]`\"'，。；：、）]+)"
+)
 _URL = re.compile(
     rf"(?<![\w(])(<)?({_ADDRESS})(?(1)>)"
 )  # bare or <autolinked>; no re.I (it folds k, s, i into the excluded range)
@@ -82,7 +88,19 @@ def url_key(url: str) -> str:
     """An address as compared with the sources': no fragment, trailing slash or punctuation."""
     from urllib.parse import unquote
 
-    return unquote(url).split("#", 1)[0].rstrip(".,;:!?。，；：/").lower()
+    key = unquote(url).split("#", 1)[0].rstrip(".,;:!?。，；：/").lower()
+    return re.sub(r"^(?:https?|ftp)://", "", key)  # `www.x.org/a` is the source's https://www.x.org/a
+
+
+# Code shaped like a program and its arguments (`busybox wget URL -O ...`, `dnf install x`, `npx
+# fixer`): the command words cannot name every program, and a reader copies what looks like one.
+_PROGRAM_AND_ARGS = re.compile(r"[a-z][a-z0-9._+-]*(?:\s+\S+)+")
+
+
+def unsourced_program(code: str, source_text: str) -> bool:
+    """Inline code or an output line that could run, and that no cited source shows anywhere."""
+    s = norm(strip_prompt(code))
+    return bool(_PROGRAM_AND_ARGS.fullmatch(s)) and s not in source_text
 
 
 def _lead(text: str) -> str:
@@ -142,6 +160,7 @@ class Guard:
             for key, shown in source_code(sources[n - 1]).items():
                 self.allowed.setdefault(key, shown)
         self.urls = {url_key(u) for n in numbers for u in re.findall(_ADDRESS, sources[n - 1].body)}
+        self.source_text = norm("\n".join(sources[n - 1].body for n in numbers))
         self._allowed_long = sorted((k for k in self.allowed if len(k) >= 4), key=len, reverse=True)
         self.citations: list[int] = []  # valid numbers kept, in order of first use
         self.removed_citations: list[int] = []
@@ -225,7 +244,11 @@ class Guard:
             s = strip_prompt(unit)
             checked = bool(s) and not s.startswith(("#", "//"))
             if checked and info in OUTPUT_INFOS:
-                checked = bool(PROMPT.match(unit)) or looks_like_command(unit)
+                checked = (
+                    bool(PROMPT.match(unit))
+                    or looks_like_command(unit)
+                    or unsourced_program(unit, self.source_text)
+                )
             indent = raw[first][: len(raw[first]) - len(raw[first].lstrip())]
             if not checked:
                 out.extend(body[first : last + 1])
@@ -284,12 +307,14 @@ class Guard:
         for is_code, chunk, inner in parts:
             if not is_code:
                 out.append(self._links(_CITE.sub(self._citation, chunk)).replace("`", "\\`"))
-            elif looks_like_command(inner):
+            elif looks_like_command(inner) or unsourced_program(inner, self.source_text):
                 if self._check(inner):
                     out.append(chunk)
                     danger = danger or is_destructive(strip_prompt(inner))
                 else:
                     out.append(REMOVED[self.lang])
+            elif any(url_key(u) not in self.urls for u in re.findall(_ADDRESS, inner)):
+                out.append(LINK_REMOVED[self.lang])  # a page may make an address in code a link too
             else:
                 out.append(chunk)
         return self._with_caution("".join(out), end, danger)
@@ -354,7 +379,9 @@ def verify(text: str, sources: Sequence[Entry], lang: str) -> Verified:
         final = Guard(sources, lang, cited=sorted(first.citations))
         out = final.feed(text) + final.finish()
     # What a page shows as code and as links, found as a page finds them.
-    out, missed = recheck(out, final.allowed, REMOVED[final.lang], final.urls, LINK_REMOVED[final.lang])
+    out, missed = recheck(
+        out, final.allowed, REMOVED[final.lang], final.urls, LINK_REMOVED[final.lang], final.source_text
+    )
     return Verified(
         text=out,
         commands=tuple(final.commands),

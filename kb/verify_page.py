@@ -16,7 +16,7 @@ from collections.abc import Container
 
 from ingest.code import PROMPT, looks_like_command, strip_prompt
 
-from .verify import ELSEWHERE, OUTPUT_INFOS, SPAN, norm, units, url_key
+from .verify import ELSEWHERE, OUTPUT_INFOS, SPAN, norm, units, unsourced_program, url_key
 
 # What keeps a line inside its quote or list item: `> `, indentation, a list marker.
 _LEAD = re.compile(r"^(?:[ \t]*>)*[ \t]*(?:(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))?[ \t]*")
@@ -26,20 +26,26 @@ _LEAVES = re.compile(
 _SPAN = re.compile(SPAN.pattern, re.S)  # the answer check's inline code, here across lines too
 
 
-def _runs_something(line: str, info: str, indented: bool) -> bool:
+def _runs_something(line: str, info: str, indented: bool, source_text: str) -> bool:
     s = strip_prompt(line)
     if not s or s.startswith(("#", "//")):
         return False
     if indented or info in OUTPUT_INFOS:
-        return bool(PROMPT.match(line)) or looks_like_command(line)
+        return bool(PROMPT.match(line)) or looks_like_command(line) or unsourced_program(line, source_text)
     return True
 
 
 def recheck(
-    text: str, allowed: Container[str], marker: str, urls: Container[str] = (), link_marker: str = ""
+    text: str,
+    allowed: Container[str],
+    marker: str,
+    urls: Container[str] = (),
+    link_marker: str = "",
+    source_text: str = "",
 ) -> tuple[str, list[str]]:
     """`text` with every unverified line of code, inline command and link (to an address not in
-    `urls`) that a page would show replaced by a marker; and what was replaced."""
+    `urls`) that a page would show replaced by a marker; and what was replaced. `source_text`:
+    the cited sources' text, where code shaped like a command may still be found."""
     from markdown_it import MarkdownIt
 
     lines = text.split("\n")
@@ -53,7 +59,8 @@ def recheck(
             block = tok.content.split("\n")
             for first, last, joined in units(block):
                 unit, code = block[first : last + 1], strip_prompt(joined)
-                if _runs_something(unit[0], info, tok.type == "code_block") and norm(code) not in allowed:
+                runs = _runs_something(unit[0], info, tok.type == "code_block", source_text)
+                if runs and norm(code) not in allowed:
                     removed.append(code)
                     if not all(
                         _replace_line(lines, start, stop, ln, marker if k == 0 else "")
@@ -62,8 +69,9 @@ def recheck(
                         _blank(lines, start, stop, marker)
         elif tok.type == "inline":
             for child in tok.children or []:
-                bad_code = child.type == "code_inline" and looks_like_command(child.content)
-                if bad_code and norm(strip_prompt(child.content)) not in allowed:
+                inline = child.content if child.type == "code_inline" else ""
+                bad_code = looks_like_command(inline) or unsourced_program(inline, source_text)
+                if bad_code and norm(strip_prompt(inline)) not in allowed:
                     removed.append(child.content)
                     if not _replace_span(lines, start, stop, child.content, marker):
                         _blank(lines, start, stop, marker)

@@ -5,7 +5,7 @@ One row is one answer someone reacted to, or one that answered nothing: the ques
 scrubbed, long pastes cut), its language, what was shown (match strength and the entries, best
 first), the vote (up / down / none yet), the comment, the entry the person named as the right
 one, the index generation that answered, the time, which door, and the error signature the
-unanswered queue groups by (kb/unanswered.py). No user names, ids, tokens or addresses.
+unanswered queue groups by (kb/unanswered.py). No user names, ids, tokens or addresses; mode 0600.
 
 Which door writes what:
 - every "no match", from every door that answers people (a row with no vote): the queue;
@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 
 STORE_NAME = "feedback.sqlite3"
 VOTES = ("up", "down")
-MAX_QUERY_CHARS = 32_000  # a longer paste keeps its head and its tail (where the error usually is)
-QUERY_HEAD_CHARS = 4_000
+# A longer paste keeps its head and its tail (where the error usually is); 32,000 Chinese characters
+# were 93 KiB a row, 1.9 GB at MAX_ROWS (one client, 45 minutes): 8,000 are at most 24 KiB.
+MAX_QUERY_CHARS = 8_000
+QUERY_HEAD_CHARS = 2_000
 MAX_COMMENT_CHARS = 2_000
 KEEP_UNVOTED_DAYS = 30
 # The store's bound, whoever writes to it (POST /api/feedback takes anonymous votes): past this
@@ -194,6 +196,7 @@ class FeedbackStore:
         try:
             if not self._ready:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # -wal, -shm follow it
             # IMMEDIATE: a write takes the write lock when its transaction begins, waiting up to
             # the timeout; a deferred one that read first can fail at once in WAL mode when
             # another writer committed meanwhile.

@@ -260,3 +260,12 @@ def test_the_right_entry_by_id_location_line_or_title():
     assert resolve_entry(entries, "  nccl ERROR (2) ") is NCCL2  # case, spacing, punctuation aside
     assert resolve_entry(entries, "Q: 如何指定网卡") is entries[2]
     assert resolve_entry(entries, "NCCL error(3)") is None and resolve_entry(entries, " ") is None
+
+
+def test_the_store_is_readable_by_its_owner_only(store):
+    """It holds what people pasted (secrets scrubbed, but their logs): it was created 0644."""
+    import stat
+
+    store.add("api", "NCCL error(2) in my job", SHOWN_NONE, "gen-1")
+    for path in store.path.parent.glob(store.path.name + "*"):  # the database, its -wal and -shm
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

@@ -355,9 +355,9 @@ def _words(line: str) -> set[str]:
 def matched_line(result: SearchResult, n: int = 0) -> str:
     """The line of the person's paste that hit `n` matched: the error line that reproduced the
     entry's signature, quoted as it was pasted so the reader sees why this entry was chosen."""
-    if len(result.hits) <= n or not result.hits[n].matched_signature:
+    sig = result.hits[n].matched_signature if len(result.hits) > n else None
+    if not sig:
         return ""
-    sig = result.hits[n].matched_signature
     words = _words(sig)
     read = result.post.errors if result.post else result.signature_lines
     best = max((ln for ln in read if ln.strip()), key=lambda ln: len(words & _words(ln)), default="")

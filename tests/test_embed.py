@@ -70,3 +70,15 @@ def test_threadpoolctl_is_declared_and_a_query_is_embedded_on_one_blas_thread():
     emb._backend.encode = encode
     emb.embed_documents(["NCCL error(2) unhandled system error"])
     assert seen == [1]
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_load_is_a_one_line_error(monkeypatch):
+    """A hub name offline: the doors print a KbError as one line (it was a RuntimeError traceback)."""
+    pytest.importorskip("sentence_transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from index.embed import SentenceTransformerEmbedder
+    from kb.errors import KbError
+
+    with pytest.raises(KbError, match="cannot load sentence-transformers model 'someorg/no-such-model'"):
+        SentenceTransformerEmbedder("someorg/no-such-model")

@@ -25,7 +25,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,48 +319,6 @@ def open_store(settings: Settings) -> FeedbackStore | None:
     if not settings.feedback:
         return None
     return FeedbackStore(store_path(settings))
-
-
-# -- naming the right entry -----------------------------------------------------------------------
-_LOCATION = re.compile(r"^(?P<doc>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-_TITLE_NOISE = re.compile(r"[\W_]+")
-
-
-def _norm_title(title: str) -> str:
-    return _TITLE_NOISE.sub("", re.sub(r"^\s*(?:Q\d*|问题)\s*[:：]", "", title)).casefold()
-
-
-def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
-    """The entry a person named: by its id, its `doc:start-end` (or `doc:line` inside it), or its
-    title (case, spacing and punctuation aside)."""
-    named = named.strip()
-    if not named:
-        return None
-    entries = list(entries)
-    for e in entries:
-        if e.id == named or e.location == named:
-            return e
-    m = _LOCATION.match(named)
-    if m:
-        line = int(m["start"])
-        for e in entries:
-            if e.doc == m["doc"] and e.start_line <= line <= e.end_line:
-                return e
-    title = _norm_title(named)
-    return next((e for e in entries if title and _norm_title(e.title) == title), None)
-
-
-def named_entry(kb, named: str | None) -> dict | None:
-    """`named` resolved in the knowledge base `kb` as a stored reference; None when not given.
-    A name that matches no entry is a KbError saying so (the person can correct it)."""
-    if named is None or not named.strip():
-        return None
-    found = resolve_entry(kb.index.entries, named)
-    if found is None:
-        raise KbError(
-            f"no entry {named.strip()[:120]!r} in the index: give its id, its doc:lines or its title"
-        )
-    return entry_ref(found)
 
 
 def generation_of(kb) -> str:

@@ -24,9 +24,9 @@ from .feedback import (
     Row,
     Shown,
     generation_of,
-    named_entry,
     shown_by,
 )
+from .naming import named_entry
 from .request import RequestError, json_type, lang_field, query_field
 
 MAX_ENTRY_NAME_CHARS = 1000

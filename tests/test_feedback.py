@@ -8,6 +8,7 @@ import json
 import random
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from helpers import noisy_log
@@ -21,9 +22,9 @@ from kb.feedback import (
     FeedbackStore,
     Shown,
     entry_ref,
-    resolve_entry,
     scrub,
 )
+from kb.naming import resolve_entry
 from kb.unanswered import export_rows, groups, signature, write_rows
 
 
@@ -260,6 +261,17 @@ def test_the_right_entry_by_id_location_line_or_title():
     assert resolve_entry(entries, "  nccl ERROR (2) ") is NCCL2  # case, spacing, punctuation aside
     assert resolve_entry(entries, "Q: 如何指定网卡") is entries[2]
     assert resolve_entry(entries, "NCCL error(3)") is None and resolve_entry(entries, " ") is None
+
+
+def test_a_part_of_a_title_names_the_one_entry_that_has_it():
+    """What people remember of a title: the README's `--right "NCCL error(5)"` was refused."""
+    en = entry("Paddle fails with NCCL error(5), invalid usage. What causes it?", start=30, end=40)
+    zh = entry("飞桨报 NCCL error(5)，是什么原因？", doc="faq/zh.md", start=30, end=40, lang="zh")
+    en, zh = replace(en, translation=zh.id), replace(zh, translation=en.id)
+    entries = [NCCL2, zh, en, entry("NCCL hangs at init", start=50, end=60)]
+    assert resolve_entry(entries, "NCCL error(5)") is en  # one entry and its translation
+    assert resolve_entry(entries, "飞桨报 NCCL error(5)") is zh  # in the language it was typed in
+    assert resolve_entry(entries, "NCCL") is None  # several entries have it: which one?
 
 
 def test_the_store_is_readable_by_its_owner_only(store):

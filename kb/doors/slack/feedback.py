@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 
 from ...errors import KbError
-from ...feedback import FeedbackStore, generation_of, named_entry, shown_by
+from ...feedback import FeedbackStore, generation_of, shown_by
+from ...naming import named_entry
 from .blocks import MAX_BLOCKS
 
 log = logging.getLogger("kb.slack")

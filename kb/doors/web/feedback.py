@@ -18,7 +18,8 @@ gradio is imported inside the functions.
 import logging
 
 from ...errors import KbError
-from ...feedback import FeedbackStore, generation_of, named_entry, record_unanswered, shown_by
+from ...feedback import FeedbackStore, generation_of, record_unanswered, shown_by
+from ...naming import named_entry
 from ..host.live import LiveKb
 
 log = logging.getLogger("kb.web")

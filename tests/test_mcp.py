@@ -87,6 +87,8 @@ async def exercise(client, kb) -> dict:
     }
     bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})
     assert bad_k.is_error and payload(bad_k)["status"] == 422 and '"k"' in payload(bad_k)["error"]
+    for wrong in (True, "5"):  # as the API: not a number
+        assert (await client.call_tool("search", {"query": NCCL_LINE, "k": wrong})).is_error
     empty = await client.call_tool("search", {"query": "   "})
     assert empty.is_error and "the query is empty" in payload(empty)["error"]
     out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))

@@ -107,7 +107,10 @@ def _add_tools(server, live: LiveKb, store) -> None:
     @server.tool(name="search", annotations=read_only)
     def search(
         query: Annotated[str, Field(description=QUERY_HELP)],
-        k: Annotated[int | None, Field(description="How many entries (1-50; default: top_k)")] = None,
+        # strict: `true` and "5" are no numbers (the API answers 422 for them; lax mode took them)
+        k: Annotated[
+            int | None, Field(description="How many entries (1-50; default: top_k)", strict=True)
+        ] = None,
         lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
     ) -> Json:
         """Find the FAQ entries that match an error, a log or a question (the JSON of `kb search --json`)."""

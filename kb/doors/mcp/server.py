@@ -95,6 +95,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     from ...feedback import Recording
     from ...schema import ask_json, entry_json, search_json
 
+    how_many = Field(description="How many entries (1-50; default: top_k)", strict=True)  # `true`, "5": 422
     settings = live.kb.settings
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     # The result's schema is the JSON object's; the tools build the result themselves, so the text
@@ -107,10 +108,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     @server.tool(name="search", annotations=read_only)
     def search(
         query: Annotated[str, Field(description=QUERY_HELP)],
-        # strict: `true` and "5" are no numbers (the API answers 422 for them; lax mode took them)
-        k: Annotated[
-            int | None, Field(description="How many entries (1-50; default: top_k)", strict=True)
-        ] = None,
+        k: Annotated[int | None, how_many] = None,
         lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
     ) -> Json:
         """Find the FAQ entries that match an error, a log or a question (the JSON of `kb search --json`)."""

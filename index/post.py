@@ -71,7 +71,7 @@ _CJK_QUESTION = re.compile(r"[？?]|怎么|如何|为什么|请问|是否|能否
 # What every failed launch prints, whatever went wrong: the error is elsewhere.
 _BOILERPLATE = re.compile(
     r"ChildFailedError|elastic\.multiprocessing\.api|\bRoot Cause\b|^\s*Failures:|\bPod failed\b|ABORT!!!|"
-    r"Container failed|LAUNCH ERROR|sigkill_handler|Killing subprocess|exits with return code|"
+    r"Container failed|LAUNCH ERROR|^\s*error_file:|NO_OTHER_FAILURES|sigkill_handler|Killing subprocess|exits with return code|"
     r"CalledProcessError: Command|returned non-zero exit status|exited on signal|"
     r"process returned a non-zero exit code|Primary job\s+terminated|error: subprocess-exited-with-error|"
     r"Set the environment variable HYDRA_FULL_ERROR|CUDA kernel errors might be asynchronously reported|"
@@ -225,6 +225,9 @@ class _Lines:
             return True
         if self.in_traceback and raw.startswith((" ", "\t")) and not _EXCEPTION.match(raw):
             return True  # the source line under a frame
+        # A line at the margin ends it: `ChildFailedError:` has nothing after its colon, and the
+        # torchrun summary under it (`traceback : Signal 9 (SIGKILL) received`) was read as frames.
+        self.in_traceback = False
         if _EXCEPTION.match(line):
             self.exceptions.append(line)
             self.in_traceback = False
@@ -242,7 +245,9 @@ class _Lines:
 
     def _kept(self, i: int, raw: str, line: str) -> None:
         typed = not self.fence and (not self.is_log or _is_prose(raw, line))
-        if is_error_line(line) and not _LOG_LEVEL_QUIET.search(raw):
+        # A code alone makes an error line too: `EI0005: ... inconsistent between ranks` has no
+        # error word, and was dropped with its code.
+        if (is_error_line(line) or error_codes(line)) and not _LOG_LEVEL_QUIET.search(raw):
             error = _error_in_sentence(line) if typed and self.is_log else line
             if error:
                 self.errors.append((_error_weight(error), i, error))

@@ -157,6 +157,44 @@ def test_coded_errors_rank_above_generic_failures():
     assert "ret_1343225860" in post.codes
 
 
+def test_the_torchrun_summary_after_a_bare_exception_line_is_read():
+    """`ChildFailedError:` has nothing after its colon: the summary under it was taken for the
+    traceback's frames, and its one telling line with it."""
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+            "    sys.exit(main())",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "=" * 40,
+            "pretrain.py FAILED",
+            "-" * 40,
+            "Failures:",
+            "  <NO_OTHER_FAILURES>",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  rank      : 5 (local_rank: 5)",
+            "  exitcode  : -9 (pid: 4411)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 9 (SIGKILL) received by PID 4411",
+        ]
+    )
+    post = read_post(log)
+    assert post.errors[0].startswith("traceback : Signal 9 (SIGKILL) received")
+    assert not any("error_file" in e or "NO_OTHER_FAILURES" in e for e in post.errors)
+    # A traceback's own frames and source lines are still dropped.
+    assert not any("sys.exit" in e or "File " in e for e in post.errors)
+
+
+def test_a_line_that_only_a_code_marks_as_an_error_is_kept():
+    """CANN's `EI0005: ... inconsistent between ranks` has no error word: it was dropped, code
+    and all, when a traceback followed it."""
+    line = "EI0005: [PID: 4321] 2024-05-01-10:00:00.000.000 The collective arguments differ between ranks"
+    post = read_post(f"HCCL init fails on some ranks:\n\n{line}\nTraceback (most recent call last):\n"
+                     '  File "t.py", line 1, in <module>\nRuntimeError: HCCL error')  # fmt: skip
+    assert any(e.startswith("EI0005") for e in post.errors) and "ei0005" in post.codes
+
+
 def test_a_huge_paste_is_read_within_its_bounds():
     line = "x" * 2_000_000
     post = read_post(line + "\nRuntimeError: NCCL error(5), invalid usage")

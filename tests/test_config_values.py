@@ -180,13 +180,7 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path, monkeypatch):
 def test_the_cli_prints_one_line_and_exits_1(tmp_path, text, says):
     cfg = tmp_path / "kb.toml"
     cfg.write_bytes(text)
-    p = subprocess.run(
-        [sys.executable, "-m", "kb", "search", "NCCL error(2)"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KB_CONFIG": str(cfg)},
-        timeout=120,
-    )
+    p = kb_search_with(cfg, "NCCL error(2)")
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("kb search: ") and str(cfg) in p.stderr
     assert says in p.stderr
@@ -196,11 +190,16 @@ def test_the_cli_reads_a_file_with_a_byte_order_mark(tmp_path):
     """The index the file names is the one looked for: the file was read past its mark."""
     cfg = tmp_path / "kb.toml"
     cfg.write_bytes(f'\ufeffindex = "{tmp_path / "none"}"\n'.encode())
-    p = subprocess.run(
-        [sys.executable, "-m", "kb", "search", "x"],
+    p = kb_search_with(cfg, "x")
+    assert p.returncode == 1 and p.stderr.startswith(f"kb search: no index at {tmp_path / 'none'}")
+
+
+def kb_search_with(cfg, query: str) -> subprocess.CompletedProcess:
+    """`kb search` as a process, with `cfg` as its kb.toml."""
+    return subprocess.run(
+        [sys.executable, "-m", "kb", "search", query],
         capture_output=True,
         text=True,
         env={**os.environ, "KB_CONFIG": str(cfg)},
         timeout=120,
     )
-    assert p.returncode == 1 and p.stderr.startswith(f"kb search: no index at {tmp_path / 'none'}")

@@ -31,12 +31,37 @@ COMMAND_WORDS = frozenset(
     chmod chown mkdir cp mv ln vim vi nano tail head grep env npu-smi hccn_tool df free mount
     set setx ldd nproc lspci ethtool numactl taskset bash.exe make cmake deepspeed horovodrun
     paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod
-    dmesg journalctl py-spy iperf3 strace fuser uname""".split()
+    dmesg journalctl py-spy iperf3 strace fuser uname cd tar unzip du awk sed xargs tee wc touch
+    gdb pgrep pidof lscpu lsblk umount show_gids ibdev2netdev ibstatus crontab
+    truncate shred unlink wipefs fdisk parted mkswap blkdiscard poweroff halt""".split()
 )
 # Single words that are complete commands on their own (`kill` alone is a word in a sentence).
 STANDALONE = frozenset(
-    "nvidia-smi npu-smi ifconfig ipcs hostname reboot nvcc ibstat nproc ibv_devinfo ibv_devices".split()
+    """nvidia-smi npu-smi ifconfig ipcs hostname reboot poweroff halt nvcc ibstat nproc ibv_devinfo
+    ibv_devices show_gids ibdev2netdev ibstatus lscpu lsblk""".split()
 )
+# Lines that are commands without a known first word:
+# - a one-line shell loop: `for i in $(seq 0 7); do hccn_tool -i $i -ip -g; done` (a loop written
+#   over several lines is read line by line by ingest/signals.py: its body lines are commands,
+#   its `for ...`/`do`/`done` lines are not, since on their own they run nothing);
+# - `find` with a path or a test after it (`find / -name x`, not "find out why ...");
+# - a lesser-known tool piped into a text filter (`show_gids | grep v2`): its name has an
+#   underscore, dash, dot or digit, which an English word in a sentence does not.
+_LOOP = re.compile(r"^(?:for\s*\(\(|for\s+\w+\s+in\s|while\s|until\s)")
+_DO, _DONE = re.compile(r";\s*do\s"), re.compile(r"[;&]\s*done\b")
+_FIND = re.compile(r"^find\s+(?:[/.~$\"']|-\w)")
+_FILTERS = "grep|egrep|fgrep|awk|sed|head|tail|wc|sort|uniq|cut|tr|tee|xargs|less|more|column|jq"
+_TOOL_PIPE = re.compile(rf"^(?=\S*[_.\d-])[a-z][\w.+-]*(?:\s[^|]*)?\|\s*(?:sudo\s+)?(?:{_FILTERS})\b")
+# Commands that run nothing without an operand. In a sentence, `torchrun --standalone`,
+# `pip install` or `docker run` names a command or one of its options; it is no command to run.
+# Keys: a command, or a command and its subcommand; options alone do not complete them, except
+# those that make the command say something about itself (`python -V`).
+_NEEDS_OPERAND = frozenset(
+    """torchrun mpirun mpiexec deepspeed horovodrun msrun python python3 pip+install pip3+install
+    pip+uninstall pip3+uninstall pip+download conda+install git+clone docker+run docker+pull
+    docker+build docker+exec docker+push apt+install apt-get+install yum+install""".split()
+)
+_SAYS_ITSELF = frozenset("-V -VV --version -h --help".split())
 # A shell prompt before a command: `$ `, `user@host:~$ `, `(env) $ `, `# sudo ...` (root's prompt).
 PROMPT = re.compile(
     r"^\s*(?:\(\w[\w.-]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*[$#]|\$|#(?=\s*(?:sudo|export)\b))\s+"
@@ -52,21 +77,62 @@ _SHELL_OPS = re.compile(
 _RUNS_NEXT = frozenset("time nohup env exec command nice stdbuf uv pipx ( ((".split())
 _VERSIONED = re.compile(r"^(python|pip)\d+(\.\d+)*$")  # python3.10, pip3.11
 
-# Commands that destroy data, kill processes or stop machines: shown with a caution label
-# wherever they are shown, and dangerous enough that a model may never write one it invented.
+# Commands that destroy data or state for good, kill processes or stop machines: shown with a
+# caution label wherever they are shown, and dangerous enough that a model may never write one it
+# invented. Where the line is drawn: what cannot simply be done again is flagged, namely
+# - deleting or overwriting files and disks: rm, unlink, shred, truncate, find -delete or
+#   -exec rm, xargs rm, emptying a file (`: > f`, `cat /dev/null > f`), dd/mkfs/wipefs/fdisk/
+#   parted on a device, docker prune and volume removal;
+# - throwing work away: git clean -f, git reset --hard, git checkout -f / -- / ., git restore
+#   (not --staged), git push --force (not --force-with-lease);
+# - killing without a chance to clean up (kill -9, pkill, killall, docker kill), stopping or
+#   resetting machines and devices (reboot, shutdown, init 0/6, systemctl stop, nvidia-smi -r,
+#   npu-smi ... reset, sysrq-trigger), ipcrm, iptables -F, crontab -r, chmod/chown -R on /;
+# - piping a download into a shell (it runs whatever the server sends).
+# Not flagged, because it can be done again or undoes itself: installing or uninstalling packages
+# (pip uninstall -y, apt remove), pulling or removing images (docker rmi), plain `kill PID`
+# (SIGTERM lets the process clean up), restarting a service, `cmd > out.log` (a command writing
+# its own output file), sysctl -w and export (gone at the next boot or shell).
+# Case matters: `Reboot the node` or `Truncate long inputs` is a sentence, not a command.
+# Where a command starts: a line, after a shell operator (and a loop's `do`, `then`, `nohup`
+# ...), after sudo, or as find's -exec.
+_CMD_START = (
+    r"(?:(?:^|[;&|(]|\$\()\s*(?:(?:do|then|else|nohup|time|exec)\s+)*"
+    r"|\bsudo(?:\s+-\S+)*\s+|\s-(?:exec|execdir|ok)\s+)"
+)
+# The words of one command before the option that makes it destructive: at most 16, each taken
+# whole (possessive), so that a long hostile line is read in linear time.
+_ARGS = r"(?:\s++[^\s;&|]++){0,16}?"
+_DESTROYS = (
+    rf"rm\s+\S|unlink\s+\S|shred\b|truncate\s+-|find\b{_ARGS}\s+-delete\b|"
+    r"xargs(?:\s+-\S+)*\s+(?:sudo\s+)?(?:rm|shred|unlink)\b|(?::|true|cat\s+/dev/null)\s*>(?!>)\s*\S|"
+    rf"dd\b{_ARGS}\s+of=/dev/|mkfs(?:\.\w+)?\b|mkswap\b|wipefs\b|fdisk\b|parted\b|blkdiscard\b|"
+    r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk)|"
+    r"docker\s+(?:\w+\s+)?prune\b|docker\s+(?:volume\s+rm|rm\s+(?:-\w*f|--force)|kill)\b|"
+    rf"git\s+(?:-C\s+\S+\s+)?(?:clean\b{_ARGS}\s+(?:-\w*f|--force)|reset\b{_ARGS}\s+--hard\b|"
+    rf"checkout\b{_ARGS}\s+(?:-f|--force|--|\.)(?!\S)|restore\b(?!{_ARGS}\s+--staged\b)|"
+    rf"push\b{_ARGS}\s+(?:-f|--force)(?!\S))"
+)
+_STOPS = (
+    r"kill\s+(?:-s\s*|-)(?:SIG)?(?:9|KILL)\b|pkill\b|killall\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
+    r"init\s+[06]\b|systemctl\s+(?:stop|disable|mask|kill|reboot|poweroff|halt)\b|ipcrm\b|iptables\s+-F|"
+    r"crontab\s+-r\b|chmod\s+-R\s+777\s+/|ch(?:mod|own)\s+-R\s+\S+\s+/(?!\S)|"
+    rf"nvidia-smi\b{_ARGS}\s+(?:-r|--gpu-reset)\b|npu-smi\s+set\b{_ARGS}\s+reset\b"
+)
 _DESTRUCTIVE = re.compile(
-    r"(^|[;&|]\s*|\bsudo\s+)(rm\s+-\w*[rf]|dd\b.*\bof=/dev/|mkfs(\.\w+)?\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
-    r"kill\s+-(9|KILL)\b|pkill\b|killall\b|ipcrm\b|wipefs\b|fdisk\b|parted\b|>\s*/dev/sd|chmod\s+-R\s+777\s+/|"
-    r"iptables\s+-F|systemctl\s+(stop|disable)\b)"
+    rf"{_CMD_START}(?:{_DESTROYS}|{_STOPS})"
     # Piping a download into a shell runs whatever the server sends.
-    r"|\b(curl|wget)\b[^|]*\|\s*(sudo\s+)?(ba|z|da)?sh\b",
-    re.I,
+    r"|\b(curl|wget)\b(?:\s++[^\s|]++){0,16}?\s*\|\s*(sudo\s+)?(ba|z|da)?sh\b",
+    re.M,
 )
 # The same kind of command found anywhere in a sentence, not only at a command's start.
 DANGER_IN_TEXT = re.compile(
-    r"(\b(curl|wget)\b[^|\n]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b|\brm\s+-[a-zA-Z]*[rf]|\bdd\s+[^\n]*\bof=/dev/|"
+    rf"(\b(curl|wget)\b(?:[^\S\n]++[^\s|]++){{0,16}}?[^\S\n]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b|\brm\s+-[a-zA-Z]*[rf]|\bdd{_ARGS}\s+of=/dev/|"
     r"\bmkfs(\.\w+)?\s|\bkill\s+-(9|KILL)\b|\bchmod\s+-R\s+777\b|:\(\)\s*\{\s*:\|:&\s*\};:|"
-    r"\bipcrm\s+-|>\s*/dev/sd[a-z])"
+    r"\bipcrm\s+-|>\s*/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d)|"
+    rf"\bgit\s+clean{_ARGS}\s+-\w*f|\bgit\s+reset{_ARGS}\s+--hard\b|\bfind{_ARGS}\s+-delete\b|"
+    r"\s-exec(?:dir)?\s+(?:sudo\s+)?rm\s|\bshred\s+-|\btruncate\s+-s\s*0\b|\bdocker\s+system\s+prune\b|"
+    r"\bwipefs\s+-|>\s*/proc/sysrq-trigger)"
 )
 
 
@@ -200,14 +266,31 @@ def strip_prompt(line: str) -> str:
 
 def is_command_line(line: str) -> bool:
     """A line an FAQ tells the reader to run: it starts with a known command word (after a
-    prompt and `NAME=value` settings), with arguments unless the word is a command on its own."""
+    prompt and `NAME=value` settings), with arguments unless the word is a command on its own,
+    and with the operand the command needs; or it is a shell loop, a `find`, or a tool piped
+    into a filter (see _LOOP)."""
     s = strip_prompt(line)
     if not s or s.startswith(("#", "//")):
         return False
-    first = s.split()[0]
+    words = s.split()
+    first = words[0]
     if _ASSIGN.match(first):  # `NCCL_DEBUG=INFO python train.py`, but not a bare `KEY=value` file line
-        return len(s.split()) > 1 and s.split()[1] in COMMAND_WORDS
-    return first in COMMAND_WORDS and (len(s.split()) > 1 or first in STANDALONE)
+        return len(words) > 1 and words[1] in COMMAND_WORDS
+    if (_LOOP.match(s) and _DO.search(s) and _DONE.search(s)) or _FIND.match(s) or _TOOL_PIPE.match(s):
+        return True
+    if first not in COMMAND_WORDS and not first.startswith("mkfs."):
+        return False
+    if len(words) == 1:
+        return first in STANDALONE
+    return not _lacks_operand(words)
+
+
+def _lacks_operand(words: list[str]) -> bool:
+    """`torchrun --standalone`, `pip install`: a command that needs an operand, with none."""
+    for n in (2, 1):
+        if "+".join(words[:n]) in _NEEDS_OPERAND:
+            return all(w.startswith("-") and w not in _SAYS_ITSELF for w in words[n:])
+    return False
 
 
 def looks_like_command(text: str) -> bool:
@@ -215,7 +298,7 @@ def looks_like_command(text: str) -> bool:
     s = strip_prompt(text)
     if not s or s.startswith(("#", "//")):
         return False
-    if is_destructive(s):
+    if is_destructive(s) or is_command_line(s):
         return True
     words = s.replace("(", "( ", 1).split() if s.startswith("(") else s.split()
     i = 0

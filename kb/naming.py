@@ -63,7 +63,7 @@ def named_entry(kb, named: str | None) -> dict | None:
     found = resolve_entry(kb.index.entries, named)
     if found is None:
         raise KbError(
-            f"no one entry is {named.strip()[:120]!r} in the index: give its id, its doc:lines, its title "
-            "or a part of the title no other entry has"
+            f"no entry {named.strip()[:120]!r} in the index (or several have it): give its id, its doc:lines, "
+            "its title or a part of the title no other entry has"
         )
     return entry_ref(found)

@@ -23,8 +23,8 @@ from ingest.entry import Entry
 from .answer import LABELS, Answer, entry_in
 
 # Direction overrides and zero-width characters make a command read otherwise than it runs
-# (`rm -rf ~/‮cache` shows reversed) or copy a character nobody sees: an answer shows none of
-# them, so what is read is what is copied. (The terminal strips them from all output too.)
+# (U+202E before `ehcac` in `rm -rf ~/ehcac` shows `cache`) or copy a character nobody sees: an
+# answer shows none of them, so what is read is what is copied. (The terminal strips them too.)
 INVISIBLE = re.compile("[\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 CAUTION = {

@@ -119,8 +119,7 @@ def _prose_and_command_blocks(body: str, lang: str = "en") -> str:
         if not seg.code:
             out.extend(seg.lines)
             continue
-        opening = FENCE_OPEN.match(seg.lines[0])
-        closed = len(seg.lines) > 1 and opening is not None and closes(seg.lines[-1], opening.group(2))
+        closed = _closed_fence(seg)
         holds_commands = seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines)))
         introduced = next((ln.rstrip() for ln in reversed(out) if ln.strip()), "").endswith((":", "："))
         if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= INTRODUCED_BLOCK_LINES)):
@@ -170,12 +169,13 @@ def _code_only(body: str) -> str:
     """The closed code blocks of an entry that says nothing else (a snippet, a loop, a hostfile):
     there the code is the answer, whatever its language (it was left out as illustration, and
     the answer said the entry had no more than its title)."""
-    blocks = []
-    for seg in segments(body):
-        opening = FENCE_OPEN.match(seg.lines[0]) if seg.code else None
-        if opening is not None and len(seg.lines) > 1 and closes(seg.lines[-1], opening.group(2)):
-            blocks.append("\n".join(seg.lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join("\n".join(seg.lines) for seg in segments(body) if seg.code and _closed_fence(seg))
+
+
+def _closed_fence(seg) -> bool:
+    """A fenced block (not four-space code) whose fence closes: one that can be shown whole."""
+    opening = FENCE_OPEN.match(seg.lines[0])
+    return len(seg.lines) > 1 and opening is not None and closes(seg.lines[-1], opening.group(2))
 
 
 def _without_code(text: str, lang: str) -> str:

@@ -110,11 +110,10 @@ def contextual_query(query: str, history: Sequence[tuple[str, str]]) -> str | No
     earlier = [text for role, text in since_cleared(history) if role == "user" and text.strip()]
     if not earlier or len(query) > FOLLOW_UP_MAX_CHARS or small_talk(query):
         return None
-    if _ABOUT_THE_ANSWER.match(query):
-        return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])
-    if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS or not _REFERS_BACK.search(query):
-        return None  # a question with this much of its own, or that points nowhere back, is a new topic
-    if _quotes_a_new_error(query):
-        return None
+    if not _ABOUT_THE_ANSWER.match(query):  # "why?" alone is about the answer just given
+        if len(set(tokenize(query))) > FOLLOW_UP_MAX_WORDS or not _REFERS_BACK.search(query):
+            return None  # a question with this much of its own, or that points nowhere back, is a new topic
+        if _quotes_a_new_error(query):
+            return None
     # The earlier question first, the follow-up last: the post reader reads both.
     return "\n".join([*(t[-4000:] for t in earlier[-2:]), query])

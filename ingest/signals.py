@@ -61,11 +61,22 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
         # In a block that is mostly output (a log, a listing) only prompted lines are commands:
         # a log line that starts with `env {...}` or an installer's hint is not advice to run.
         nonblank = [x for x in block.lines if x.strip() and not x.strip().startswith("#")]
-        runnable = [x for x in nonblank if is_command_line(x)]
+        runnable = [x for x in nonblank if is_command_line(x) or _LOOP_PART.match(strip_prompt(x))]
         is_output = len(nonblank) > 2 and len(runnable) * 2 < len(nonblank)
         pending = ""
+        loop: list[str] = []  # a shell loop written over several lines, read whole
         for raw in block.lines:
             line = raw.rstrip()
+            if loop:
+                loop.append(line)
+                if _LOOP_END.search(line) and _loop_depth(loop) == 0:
+                    found.append("\n".join(loop))
+                    loop = []
+                continue
+            head = strip_prompt(line)
+            if not is_output and _opens_loop(head):
+                loop = [head]
+                continue
             if pending:
                 pending += "\n" + line
                 if not line.endswith("\\"):
@@ -88,11 +99,30 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
                 found.append(cmd)
         if pending:
             found.append(pending)
+        if loop:
+            found.extend(x.strip() for x in loop[1:] if is_command_line(x))  # never closed: its commands
     text = prose(markdown)
     for m in INLINE_CODE.finditer(text):
         if is_command_line(m.group(1)) and _told_to_run(m.group(1), text[max(0, m.start() - 80) : m.start()]):
             found.append(strip_prompt(m.group(1)))
     return _dedupe(found, limit)
+
+
+# A shell loop over several lines: `for i in ...` / `while ...` up to its `done`.
+_LOOP_HEAD = re.compile(r"^(?:for\s*\(\(|for\s+\w+\s+in\b|while\s|until\s)")
+_LOOP_END = re.compile(r"(?:^|[;&]\s*)done\b")
+_LOOP_PART = re.compile(r"^(?:for\s*\(\(|for\s+\w+\s+in\b(?!.*:$)|while\s(?!.*:$)|until\s|do\b|done\b)")
+
+
+def _opens_loop(line: str) -> bool:
+    """A shell loop's first line, its `done` further down (a python `for x in y:` is not one)."""
+    return bool(_LOOP_HEAD.match(line)) and not _LOOP_END.search(line) and not line.endswith(":")
+
+
+def _loop_depth(lines: list[str]) -> int:
+    """Loops opened minus loops closed; a one-line loop inside (`for p in 1 2; do x; done`) is both."""
+    opened = sum(1 for x in lines if _LOOP_HEAD.match(x.strip()))
+    return opened - sum(1 for x in lines if _LOOP_END.search(x.strip()))
 
 
 # Words that tell the reader to run what follows, in the same sentence.

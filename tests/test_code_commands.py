@@ -275,3 +275,54 @@ def test_a_long_hostile_line_is_checked_quickly(unit):
     looks_like_command(line)
     is_command_line(line)
     assert time.monotonic() - started < 5
+
+
+# ---- a shell loop written over several lines is one command ------------------------------------
+
+LOOPS = """# Check every NPU's link
+
+Run this on each host:
+
+```bash
+$ for i in $(seq 0 7)
+do
+    hccn_tool -i $i -link -g
+done
+npu-smi info
+```
+
+Clean the stale sockets of every rank, one at a time:
+
+```shell
+while read host; do
+  for port in 29500 29501; do
+    ssh $host "fuser -k $port/tcp"
+  done
+  rm -rf /tmp/hccl_$host
+  for d in 0 1; do ssh $host "npu-smi info -t health -i $d"; done
+done < hostfile
+```
+
+```python
+for rank in ranks:
+    print(rank)
+```
+"""
+
+
+def test_a_loop_over_several_lines_is_listed_whole_and_python_loops_are_not():
+    (entry,) = entries_from_text("en/loops.md", LOOPS)
+    first, second = (
+        "for i in $(seq 0 7)\ndo\n    hccn_tool -i $i -link -g\ndone",
+        'while read host; do\n  for port in 29500 29501; do\n    ssh $host "fuser -k $port/tcp"\n'
+        "  done\n  rm -rf /tmp/hccl_$host\n"
+        '  for d in 0 1; do ssh $host "npu-smi info -t health -i $d"; done\ndone < hostfile',
+    )
+    # The body alone (`hccn_tool -i $i ...` with $i unset) is not a command anyone can run.
+    assert entry.commands == (first, "npu-smi info", second)
+    assert [c for c in entry.commands if is_destructive(c)] == [second]
+
+
+def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():
+    body = "```bash\nfor n in node1 node2\ndo\n  ping -c 1 $n\n```\n"
+    assert commands(body) == ("ping -c 1 $n",)

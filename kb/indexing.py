@@ -46,6 +46,9 @@ class IngestOutcome:
     stages: dict[str, float] = field(default_factory=dict)  # seconds per build stage (eval/bench.py)
     files_parsed: int = 0  # files read into entries; the others were unchanged since the last build
     files_reused: int = 0
+    # Sources of the index before this build that no path given is or lies inside: what only they
+    # held is gone (an index holds what its last `kb ingest` was given, nothing more).
+    dropped_sources: list[str] = field(default_factory=list)
 
 
 def embedder_for(settings: Settings):
@@ -187,8 +190,13 @@ def ingest(
     link = _Linker(read_declared_pairs(Path(p) for p in paths))
     sources = [str(Path(p).resolve()) for p in paths]
     store = store_options(settings)
+    dropped = _dropped_sources(store, index_dir, sources)
     if store.milvus:
-        return _ingest_milvus(paths, sources, store, settings, progress, follow_links_outside, embedder, link)
+        outcome = _ingest_milvus(
+            paths, sources, store, settings, progress, follow_links_outside, embedder, link
+        )
+        outcome.dropped_sources = dropped
+        return outcome
     limits = _limits(settings)
     parse_key = f"{limits.max_file_entries}|{limits.max_file_bytes}|{limits.max_line_chars}"
     options = VectorOptions(settings.vector_index, settings.index_threads)
@@ -204,7 +212,27 @@ def ingest(
             progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
             link=link,
         )
-    return _outcome(stats, report, skipped, warnings, str(index_dir))
+    outcome = _outcome(stats, report, skipped, warnings, str(index_dir))
+    outcome.dropped_sources = dropped
+    return outcome
+
+
+def _dropped_sources(store, index_dir: Path, sources: list[str]) -> list[str]:
+    """The live index's sources that none of `sources` is or contains. Ingesting another folder
+    (or one file of a folder) into an index replaces what it held; the door says so instead of
+    losing it silently."""
+    from index.backends import live_manifest
+
+    try:
+        manifest = live_manifest(store, index_dir)
+    except KbError:
+        return []  # an unreadable index is rebuilt; the build reports it
+    given = [Path(s) for s in sources]
+    return [
+        old
+        for old in (manifest or {}).get("sources") or []
+        if not any(Path(old) == new or Path(old).is_relative_to(new) for new in given)
+    ]
 
 
 def _ingest_milvus(paths, sources, store, settings: Settings, progress, follow_links_outside, embedder, link):

@@ -113,6 +113,32 @@ def test_stats_name_the_files_the_last_build_left_out(tmp_path):
     assert [s.split(":")[0] for s in stats["skipped"]] == ["bad.md"] and len(stats["warnings"]) == 1
 
 
+@pytest.mark.slow
+def test_ingesting_another_folder_says_which_sources_the_index_no_longer_holds(tmp_path):
+    env, index = {"KB_HOME": str(tmp_path / "home")}, tmp_path / "index"
+    for name, text in [
+        ("nccl", "## NCCL error(2)\n\nRaise --shm-size.\n"),
+        ("hccl", "## EI0006\n\nCheck the NIC.\n"),
+    ]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "faq.md").write_text(text, "utf-8")
+    nccl, hccl = tmp_path / "nccl", tmp_path / "hccl"
+    first = run_kb("ingest", str(nccl), "--index", str(index), env=env)
+    assert first.returncode == 0 and "note:" not in first.stderr
+    both = run_kb("ingest", str(nccl), str(hccl), "--index", str(index), env=env)
+    assert both.returncode == 0 and "note:" not in both.stderr
+    other = run_kb("ingest", str(hccl), "--index", str(index), "--json", env=env)
+    assert json.loads(other.stdout)["dropped_sources"] == [str(nccl)]
+    human = run_kb("ingest", str(nccl / "faq.md"), "--index", str(index), env=env)
+    assert human.returncode == 0 and "indexed 1 entry from 1 file" in human.stdout
+    assert f"this index was built from {hccl} before; it now holds only the paths given" in human.stderr
+    assert f"kb ingest {hccl} <the paths you gave> --index {index}" in human.stderr
+    narrower = run_kb("ingest", str(nccl / "faq.md"), "--index", str(index), env=env)
+    assert "note:" not in narrower.stderr  # the same file again
+    wider = run_kb("ingest", str(nccl), "--index", str(index), env=env)
+    assert "note:" not in wider.stderr  # its folder holds the file
+
+
 def test_a_folder_of_documents_given_as_the_index_is_named_as_such(tmp_path):
     docs = tmp_path / "docs"
     (docs / "zh").mkdir(parents=True)

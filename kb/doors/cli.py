@@ -36,7 +36,7 @@ def _open_kb(args, settings):
 def cmd_ingest(args, settings) -> int:
     from ..indexing import ingest, recorded_sources, resolve_index
     from ..progress import ProgressBar
-    from .terminal import check_index_folder
+    from .terminal import check_index_folder, print_ingest
 
     index_dir, _ = resolve_index(settings)
     paths = args.paths or recorded_sources(index_dir, settings)
@@ -52,23 +52,8 @@ def cmd_ingest(args, settings) -> int:
     if args.json:
         print(json.dumps(outcome.__dict__, ensure_ascii=False))
     else:
-        _print_ingest(outcome)
+        print_ingest(outcome)
     return 0
-
-
-def _print_ingest(outcome) -> None:
-    from .terminal import plural
-
-    # Doc names and reasons are made printable where they are made (ingest/read.py).
-    for p in outcome.problems:
-        print(f"skipped {p}", file=sys.stderr)
-    for p in outcome.warnings:
-        print(f"warning {p}", file=sys.stderr)
-    print(
-        f"indexed {plural(outcome.entries, 'entry').replace('entrys', 'entries')} from "
-        f"{plural(outcome.files, 'file')} into {outcome.index} "
-        f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
-    )
 
 
 def cmd_search(args, settings) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 
 MAX_K = 50  # the same bound as the API's "k"
@@ -155,6 +156,27 @@ def stats_text(stats: dict) -> str:
         if notes:
             lines.append(f"{label + ':':10}" + "\n          ".join(notes))
     return "\n".join(lines)
+
+
+def print_ingest(outcome) -> None:
+    """What `kb ingest` says: skipped files and caveats on stderr, then the counts."""
+    # Doc names and reasons are made printable where they are made (ingest/read.py).
+    for p in outcome.problems:
+        print(f"skipped {p}", file=sys.stderr)
+    for p in outcome.warnings:
+        print(f"warning {p}", file=sys.stderr)
+    print(
+        f"indexed {plural(outcome.entries, 'entry').replace('entrys', 'entries')} from "
+        f"{plural(outcome.files, 'file')} into {outcome.index} "
+        f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
+    )
+    if outcome.dropped_sources:
+        old = shlex.join(outcome.dropped_sources)
+        print(
+            f"note: this index was built from {old} before; it now holds only the paths given. To keep "
+            f"that too, give it with them: kb ingest {old} <the paths you gave> --index {outcome.index}",
+            file=sys.stderr,
+        )
 
 
 def plural(n: int, word: str) -> str:

@@ -4,8 +4,10 @@ under the home folder (`<home>/feedback.sqlite3`, the `feedback` setting turns i
 One row is one answer someone reacted to, or one that answered nothing: the question (secrets
 scrubbed, long pastes cut), its language, what was shown (match strength and the entries, best
 first), the vote (up / down / none yet), the comment, the entry the person named as the right
-one, the index generation that answered, the time, which door, and the error signature the
-unanswered queue groups by (kb/unanswered.py). No user names, ids, tokens or addresses; mode 0600.
+one, the index and its generation that answered, the time, which door, and the error signature
+the unanswered queue groups by (kb/unanswered.py). One home serves every index a person uses, so
+`kb feedback list` / `export` read only the rows of the index they are given (rows stored before
+the index was recorded belong to every index). No user names, ids, tokens or addresses; mode 0600.
 
 Which door writes what:
 - every "no match", from every door that answers people (a row with no vote): the queue;
@@ -67,7 +69,8 @@ CREATE TABLE IF NOT EXISTS feedback (
     right_entry TEXT,
     generation TEXT NOT NULL,
     signature TEXT NOT NULL,
-    label TEXT NOT NULL
+    label TEXT NOT NULL,
+    index_name TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS feedback_signature ON feedback (signature);
 """
@@ -156,6 +159,7 @@ class Row:
     generation: str
     signature: str
     label: str
+    index: str  # the index that answered: its folder, or milvus:NAME ('' in rows from before)
 
     @property
     def in_queue(self) -> bool:
@@ -178,6 +182,7 @@ def _row(r: sqlite3.Row) -> Row:
         generation=r["generation"],
         signature=r["signature"],
         label=r["label"],
+        index=r["index_name"],
     )
 
 
@@ -212,6 +217,7 @@ class FeedbackStore:
                     if not self._ready:
                         db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
                         db.executescript(_SCHEMA)
+                        _add_index_column(db)
                         self._ready = True
             with db:  # one transaction
                 yield db
@@ -225,7 +231,7 @@ class FeedbackStore:
         door: str,
         query: str,
         shown: Shown,
-        generation: str,
+        by: AnsweredBy,
         vote: str | None = None,
         comment: str = "",
         right: dict | None = None,
@@ -239,13 +245,14 @@ class FeedbackStore:
         values = (
             *(now, now, door, scrub(_stored_query(query)), shown.lang, shown.match),
             *(json.dumps(list(shown.entries), ensure_ascii=False), vote, _comment(comment)),
-            *(json.dumps(right, ensure_ascii=False) if right else None, generation, key, scrub(label)),
+            *(json.dumps(right, ensure_ascii=False) if right else None, by.generation, key, scrub(label)),
+            by.index,
         )
         with self._connect() as db:
             _prune(db, now)
             cur = db.execute(
                 "INSERT INTO feedback (created, updated, door, query, lang, match, shown, vote, comment,"
-                " right_entry, generation, signature, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " right_entry, generation, signature, label, index_name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
             return int(cur.lastrowid or 0)
@@ -270,15 +277,31 @@ class FeedbackStore:
             r = db.execute("SELECT * FROM feedback WHERE id = ?", (row_id,)).fetchone()
         return _row(r) if r else None
 
-    def rows(self, queue: bool = False) -> list[Row]:
-        """Every row, oldest first; `queue`: only the unanswered queue's."""
-        where = f"WHERE {QUEUE_WHERE}" if queue else ""
+    def rows(self, queue: bool = False, index: str | None = None) -> list[Row]:
+        """Every row, oldest first; `queue`: only the unanswered queue's; `index`: only the rows
+        that index answered (and those from before the index was recorded)."""
+        where = [QUEUE_WHERE] if queue else []
+        if index is not None:
+            where.append("index_name IN (?, '')")
+        sql = "SELECT * FROM feedback" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         with self._connect() as db:
-            return [_row(r) for r in db.execute(f"SELECT * FROM feedback {where} ORDER BY id")]
+            return [_row(r) for r in db.execute(sql, () if index is None else (index,))]
+
+    def other_indexes(self, index: str) -> int:
+        """How many rows other indexes answered (what a listing for `index` leaves out)."""
+        with self._connect() as db:
+            sql = "SELECT COUNT(*) FROM feedback WHERE index_name NOT IN (?, '')"
+            return int(db.execute(sql, (index,)).fetchone()[0])
 
     def prune(self, now: float | None = None) -> int:
         with self._connect() as db:
             return _prune(db, now or time.time())
+
+
+def _add_index_column(db: sqlite3.Connection) -> None:
+    """A store written before rows named their index gets the column (its rows keep '')."""
+    if "index_name" not in {r["name"] for r in db.execute("PRAGMA table_info(feedback)")}:
+        db.execute("ALTER TABLE feedback ADD COLUMN index_name TEXT NOT NULL DEFAULT ''")
 
 
 def _prune(db: sqlite3.Connection, now: float) -> int:
@@ -321,8 +344,21 @@ def open_store(settings: Settings) -> FeedbackStore | None:
     return FeedbackStore(store_path(settings))
 
 
-def generation_of(kb) -> str:
-    return str(kb.index.manifest.get("generation", ""))
+@dataclass(frozen=True)
+class AnsweredBy:
+    """Which index (its folder, or milvus:NAME) and which of its generations gave an answer."""
+
+    index: str
+    generation: str
+
+
+def index_name(store, index_dir: Path) -> str:
+    """An index as the feedback rows name it (`store`: kb/indexing.py store_options)."""
+    return f"milvus:{store.name}" if store.milvus else str(Path(index_dir).resolve())
+
+
+def answered_by(kb) -> AnsweredBy:
+    return AnsweredBy(index_name(kb.store, kb.index_dir), str(kb.index.manifest.get("generation", "")))
 
 
 # -- the doors' one-liners --------------------------------------------------------------------------
@@ -334,7 +370,7 @@ def record_unanswered(store: FeedbackStore | None, door: str, kb, query: str, re
 
     if store is None or not result.no_match or result.vague or not has_words(query):
         return None
-    return store.add(door, query, shown_by(result), generation_of(kb))
+    return store.add(door, query, shown_by(result), answered_by(kb))
 
 
 class Recording:

@@ -23,7 +23,7 @@ from .feedback import (
     FeedbackStore,
     Row,
     Shown,
-    generation_of,
+    answered_by,
     shown_by,
 )
 from .naming import named_entry
@@ -81,7 +81,7 @@ def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: d
     except KbError as e:  # a name that matches nothing: the person can correct it
         raise RequestError(422, f"{names['right_entry']}: {e}") from None
     shown = _shown(kb, vote, names["answer"]) or shown_by(kb.search(vote.query, lang=vote.lang))
-    row = store.get(store.add(door, vote.query, shown, generation_of(kb), vote.vote, vote.comment, right))
+    row = store.get(store.add(door, vote.query, shown, answered_by(kb), vote.vote, vote.comment, right))
     if row is None:  # a vote row is never pruned: this would be a broken store
         raise KbError(f"the vote was not kept in {store.path}")
     return row

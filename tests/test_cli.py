@@ -163,7 +163,7 @@ def test_escape_sequences_never_reach_the_terminal(seeds_index, tmp_path):
         assert not any(c in p.stdout for c in "\x1b\x07\r\x9b"), command
     bread = "How do I bake bread\x1b]52;c;Y3VybCBldmlsfHNoCg==\x07 with rye?"
     assert run_kb("ask", "--index", str(seeds_index), bread, env=env).returncode == 0
-    listed = run_kb("feedback", "list", env=env)
+    listed = run_kb("feedback", "list", "--index", str(seeds_index), env=env)
     assert (
         "How do I bake bread" in listed.stdout and "\x1b" not in listed.stdout and "\x07" not in listed.stdout
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import threading
 import time
 from dataclasses import replace
@@ -19,6 +20,7 @@ from kb.errors import KbError
 from kb.feedback import (
     KEEP_UNVOTED_DAYS,
     MAX_QUERY_CHARS,
+    AnsweredBy,
     FeedbackStore,
     Shown,
     entry_ref,
@@ -46,6 +48,7 @@ NCCL2 = entry("NCCL error(2)", start=623, end=629)
 NCCL5 = entry("NCCL error(5)", start=614, end=621)
 SHOWN_MATCH = Shown("match", "en", (entry_ref(NCCL5), entry_ref(NCCL2)))
 SHOWN_NONE = Shown("none", "en", (entry_ref(NCCL5),))
+BY = AnsweredBy("/srv/kb-index", "gen-1")
 
 
 @pytest.fixture
@@ -65,10 +68,10 @@ def nccl_paste(seed: int, code: int = 2) -> str:
 
 
 def test_votes_and_the_queue(store):
-    answered = store.add("slack", "NCCL error(2) in docker", SHOWN_MATCH, "gen-1")
-    gap = store.add("api", "how do I bake bread", SHOWN_NONE, "gen-1")
-    down = store.add("cli", "NCCL error(2) again", SHOWN_MATCH, "gen-1", vote="down", comment="shm")
-    up = store.add("web", "NCCL error(5)", SHOWN_MATCH, "gen-1", vote="up")
+    answered = store.add("slack", "NCCL error(2) in docker", SHOWN_MATCH, BY)
+    gap = store.add("api", "how do I bake bread", SHOWN_NONE, BY)
+    down = store.add("cli", "NCCL error(2) again", SHOWN_MATCH, BY, vote="down", comment="shm")
+    up = store.add("web", "NCCL error(5)", SHOWN_MATCH, BY, vote="up")
     assert [r.id for r in store.rows(queue=True)] == [gap, down]  # an unvoted answer and a 👍 are not in it
     assert store.vote(answered, "down", "wrong entry", entry_ref(NCCL2))
     row = store.get(answered)
@@ -78,19 +81,50 @@ def test_votes_and_the_queue(store):
     with pytest.raises(KbError, match="'up' or 'down'"):
         store.vote(up, "sideways")
     r = store.get(down)
-    assert (r.door, r.lang, r.match, r.generation, r.shown[0]["title"]) == (
+    assert (r.door, r.lang, r.match, r.index, r.generation, r.shown[0]["title"]) == (
         "cli",
         "en",
         "match",
+        "/srv/kb-index",
         "gen-1",
         "NCCL error(5)",
     )
 
 
+def test_rows_are_read_per_index_and_a_store_from_before_keeps_its_rows(tmp_path):
+    """One home serves several indexes: each reads its own rows. A store written before rows named
+    their index is given the column; its rows belong to every index (nothing says whose they are)."""
+    path = tmp_path / "feedback.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(_SCHEMA_BEFORE_INDEX)
+    old.execute(
+        "INSERT INTO feedback (created, updated, door, query, lang, match, shown, generation, signature, label)"
+        " VALUES (1, 1, 'cli', 'how do I bake bread', 'en', 'none', '[]', 'gen-0', 'bake bread', 'bake bread')"
+    )
+    old.commit()
+    old.close()
+    store = FeedbackStore(path)
+    store.add("api", "NCCL error(2)", SHOWN_NONE, BY)
+    store.add("api", "EI0006 socket timeout", SHOWN_NONE, AnsweredBy("/srv/ascend-index", "gen-7"))
+    queue = [r.query for r in store.rows(queue=True, index="/srv/kb-index")]
+    assert queue == ["how do I bake bread", "NCCL error(2)"]
+    assert [r.query for r in store.rows(index="/srv/ascend-index")] == [
+        "how do I bake bread",
+        "EI0006 socket timeout",
+    ]
+    assert len(store.rows()) == 3 and store.other_indexes("/srv/kb-index") == 1
+
+
+_SCHEMA_BEFORE_INDEX = """CREATE TABLE feedback (id INTEGER PRIMARY KEY, created REAL NOT NULL,
+updated REAL NOT NULL, door TEXT NOT NULL, query TEXT NOT NULL, lang TEXT NOT NULL, match TEXT NOT NULL,
+shown TEXT NOT NULL, vote TEXT, comment TEXT NOT NULL DEFAULT '', right_entry TEXT,
+generation TEXT NOT NULL, signature TEXT NOT NULL, label TEXT NOT NULL);"""
+
+
 def test_concurrent_writers_lose_nothing(store):
     def write(n: int) -> None:
         for i in range(20):
-            store.add("api", f"question {n}-{i}", SHOWN_NONE, "gen-1")
+            store.add("api", f"question {n}-{i}", SHOWN_NONE, BY)
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
     for t in threads:
@@ -109,7 +143,7 @@ def test_nothing_secret_is_stored(store, monkeypatch):
         "the value s3cr3t-value-from-env leaked\n"
         "ExternalError: Nccl error(2), unhandled system error"
     )
-    row = store.get(store.add("web", paste, SHOWN_MATCH, "gen-1", vote="down", comment="my password=hunter2"))
+    row = store.get(store.add("web", paste, SHOWN_MATCH, BY, vote="down", comment="my password=hunter2"))
     for secret in (
         "sk-abcdefghijklmnopqrstuvwx",
         "hunter2",
@@ -127,7 +161,7 @@ def test_nothing_secret_is_stored(store, monkeypatch):
 
 def test_a_huge_paste_keeps_its_head_and_its_tail(store):
     paste = "HEAD line\n" + "noise line\n" * 50_000 + "RuntimeError: the real error at the end"
-    row = store.get(store.add("api", paste, SHOWN_NONE, "gen-1"))
+    row = store.get(store.add("api", paste, SHOWN_NONE, BY))
     assert len(row.query) < MAX_QUERY_CHARS + 100
     assert row.query.startswith("HEAD line") and row.query.endswith("RuntimeError: the real error at the end")
     assert "characters left out" in row.query
@@ -135,9 +169,9 @@ def test_a_huge_paste_keeps_its_head_and_its_tail(store):
 
 def test_unvoted_answers_expire_but_the_queue_stays(store):
     old = time.time() - (KEEP_UNVOTED_DAYS + 1) * 86400
-    answered = store.add("slack", "NCCL error(2)", SHOWN_MATCH, "gen-1")
-    gap = store.add("slack", "bread", SHOWN_NONE, "gen-1")
-    voted = store.add("slack", "NCCL error(5)", SHOWN_MATCH, "gen-1", vote="up")
+    answered = store.add("slack", "NCCL error(2)", SHOWN_MATCH, BY)
+    gap = store.add("slack", "bread", SHOWN_NONE, BY)
+    voted = store.add("slack", "NCCL error(5)", SHOWN_MATCH, BY, vote="up")
     with store._connect() as db:  # age them
         db.execute("UPDATE feedback SET created = ?", (old,))
     assert store.prune() == 1
@@ -149,27 +183,26 @@ def test_the_store_keeps_at_most_its_bound_and_drops_the_oldest(store, monkeypat
 
     monkeypatch.setattr(fb, "MAX_ROWS", 5)
     ids = [
-        store.add("api", f"question {i}", SHOWN_NONE, "gen-1", vote="down" if i % 2 else None)
-        for i in range(8)
+        store.add("api", f"question {i}", SHOWN_NONE, BY, vote="down" if i % 2 else None) for i in range(8)
     ]
     assert [r.id for r in store.rows()] == ids[-5:]  # the newest five
     # Over the bound, an answer nobody voted on goes before an older question in the queue.
     monkeypatch.setattr(fb, "MAX_ROWS", 3)
-    queued = store.add("api", "bread", SHOWN_NONE, "gen-1")
-    answered = store.add("api", "NCCL error(2)", SHOWN_MATCH, "gen-1")
+    queued = store.add("api", "bread", SHOWN_NONE, BY)
+    answered = store.add("api", "NCCL error(2)", SHOWN_MATCH, BY)
     with store._connect() as db:  # answered two hours ago, and nobody voted
         db.execute("UPDATE feedback SET created = ? WHERE id = ?", (time.time() - 7200, answered))
-    store.add("api", "NCCL error(5)", SHOWN_MATCH, "gen-1")
-    store.add("api", "NCCL error(12)", SHOWN_MATCH, "gen-1")
+    store.add("api", "NCCL error(5)", SHOWN_MATCH, BY)
+    store.add("api", "NCCL error(12)", SHOWN_MATCH, BY)
     assert queued in [r.id for r in store.rows()] and answered not in [r.id for r in store.rows()]
 
 
 def test_ten_pastes_of_one_error_are_one_group(store):
     for seed in range(10):
-        store.add("web", nccl_paste(seed), SHOWN_NONE, "gen-1")
+        store.add("web", nccl_paste(seed), SHOWN_NONE, BY)
     for seed in range(3):
-        store.add("slack", nccl_paste(100 + seed, code=5), SHOWN_MATCH, "gen-1", vote="down")
-    store.add("api", "How do I bake sourdough bread?", SHOWN_NONE, "gen-1")
+        store.add("slack", nccl_paste(100 + seed, code=5), SHOWN_MATCH, BY, vote="down")
+    store.add("api", "How do I bake sourdough bread?", SHOWN_NONE, BY)
     found = groups(store.rows(queue=True))
     assert [(g.count, g.no_match, g.down) for g in found] == [(10, 10, 0), (3, 0, 3), (1, 1, 0)]
     assert "Nccl error(2), unhandled system error" in found[0].label
@@ -183,21 +216,19 @@ def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):
             "web",
             f"how do I bake bread, try {seed}?" if seed == 0 else "how do I bake bread?",
             SHOWN_NONE,
-            "g",
+            BY,
         )
     store.add(
         "cli",
         nccl_paste(1),
         SHOWN_MATCH,
-        "g",
+        BY,
         vote="down",
         right=entry_ref(NCCL2),
         comment="error(2), not (5)",
     )
-    store.add(
-        "cli", nccl_paste(2), SHOWN_MATCH, "g", vote="down"
-    )  # same signature: the named entry covers it
-    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, "g", vote="down")  # unknown answer
+    store.add("cli", nccl_paste(2), SHOWN_MATCH, BY, vote="down")  # same signature: the named entry covers it
+    store.add("web", "NCCL WARN something vague happened", SHOWN_MATCH, BY, vote="down")  # unknown answer
     gold = tmp_path / "feedback.jsonl"
     out = export_rows(store.rows())
     write_rows(out.rows, gold)
@@ -221,19 +252,17 @@ def test_confirmed_answers_become_gold_rows_and_agree_or_not_with_the_queue(stor
 
     nccl2_first = Shown("weak", "en", (entry_ref(NCCL2), entry_ref(NCCL5)))
     for seed, shown in enumerate((SHOWN_MATCH, nccl2_first, nccl2_first, nccl2_first, SHOWN_MATCH)):
-        store.add("web", nccl_paste(seed), shown, "g", vote="up")  # one error: 3 👍 on error(2), 2 on (5)
-    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g")  # kb ask stores its "no match"...
-    store.add("cli", "how do I bake bread?", SHOWN_NONE, "g", vote="up")  # ...then the 👍 on it
-    store.add("api", "which port does the launcher use?", SHOWN_NONE, "g")  # a gap then, since answered
-    store.add("api", "which port does the launcher use?", SHOWN_MATCH, "g", vote="up")
-    store.add(
-        "web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, "g", vote="down", right=entry_ref(NCCL5)
-    )
-    store.add("web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, "g", vote="up")  # agrees: error(5)
-    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, "g", vote="down", right=entry_ref(NCCL2))
-    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, "g", vote="up")  # disputed: (5) or (2)?
-    store.add("web", "an answer that showed nothing", Shown("match", "en", ()), "g", vote="up")
-    store.add("web", "NCCL WARN a question nobody voted on", SHOWN_MATCH, "g")
+        store.add("web", nccl_paste(seed), shown, BY, vote="up")  # one error: 3 👍 on error(2), 2 on (5)
+    store.add("cli", "how do I bake bread?", SHOWN_NONE, BY)  # kb ask stores its "no match"...
+    store.add("cli", "how do I bake bread?", SHOWN_NONE, BY, vote="up")  # ...then the 👍 on it
+    store.add("api", "which port does the launcher use?", SHOWN_NONE, BY)  # a gap then, since answered
+    store.add("api", "which port does the launcher use?", SHOWN_MATCH, BY, vote="up")
+    store.add("web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, BY, vote="down", right=entry_ref(NCCL5))
+    store.add("web", "what does ncclInvalidUsage mean?", SHOWN_MATCH, BY, vote="up")  # agrees: error(5)
+    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, BY, vote="down", right=entry_ref(NCCL2))
+    store.add("web", "is NCCL_P2P_DISABLE=1 safe?", SHOWN_MATCH, BY, vote="up")  # disputed: (5) or (2)?
+    store.add("web", "an answer that showed nothing", Shown("match", "en", ()), BY, vote="up")
+    store.add("web", "NCCL WARN a question nobody voted on", SHOWN_MATCH, BY)
 
     out = export_rows(store.rows(), confirmed=True)
     by_query = {r["query"].splitlines()[0][:40]: r for r in out.rows}
@@ -278,6 +307,6 @@ def test_the_store_is_readable_by_its_owner_only(store):
     """It holds what people pasted (secrets scrubbed, but their logs): it was created 0644."""
     import stat
 
-    store.add("api", "NCCL error(2) in my job", SHOWN_NONE, "gen-1")
+    store.add("api", "NCCL error(2) in my job", SHOWN_NONE, BY)
     for path in store.path.parent.glob(store.path.name + "*"):  # the database, its -wal and -shm
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

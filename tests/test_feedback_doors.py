@@ -56,14 +56,17 @@ def test_terminal_votes_the_queue_and_gold_rows_kb_eval_reads(seeds_index, tmp_p
     )
     assert json.loads(up.stdout)["in_queue"] is False
 
-    listed = json.loads(kb_cli("feedback", "list", "--json", home=home).stdout)["groups"]
+    elsewhere = kb_cli("feedback", "list", "--json", home=home)  # the bundled KB's queue: another index
+    assert json.loads(elsewhere.stdout)["groups"] == []
+    assert "(5 rows of other indexes left out; --index names the index to read)" in elsewhere.stderr
+    listed = json.loads(kb_cli("feedback", "list", "--json", "--index", index, home=home).stdout)["groups"]
     assert [(g["count"], g["no_match"], g["down"]) for g in listed] == [(3, 3, 0), (1, 0, 1)]
     assert listed[1]["named"][0]["title"] == "NCCL error(5)" and listed[1]["comments"] == ["it was error(5)"]
-    text = kb_cli("feedback", "list", home=home).stdout
+    text = kb_cli("feedback", "list", "--index", index, home=home).stdout
     assert "2 signatures, 4 questions" in text and "right: NCCL error(5)" in text
 
     gold = tmp_path / "feedback.jsonl"
-    exported = kb_cli("feedback", "export", "--gold", str(gold), home=home)
+    exported = kb_cli("feedback", "export", "--gold", str(gold), "--index", index, home=home)
     assert exported.returncode == 0 and "wrote 2 gold rows" in exported.stdout
     evaluated = kb_cli("eval", str(gold), "--index", index, "--json", "--no-cv", home=home)
     assert evaluated.returncode == 0, evaluated.stderr
@@ -171,3 +174,4 @@ def test_web_slack_api_and_terminal_land_in_one_store(seeds_index, stub, tmp_pat
     assert [(r.vote, r.in_queue) for r in by_door["api"]] == [("up", False)]
     assert [(r.vote, r.match) for r in by_door["cli"]] == [("down", "none")]
     assert len({r.generation for r in rows}) == 1
+    assert {r.index for r in rows} == {str(seeds_index.resolve())}  # what `kb feedback list --index` reads

@@ -4,6 +4,7 @@
     kb feedback up "Init plugin so failed, ret = 1343225860"
     kb feedback list [--json]             the queue, one row per error signature, with its count
     kb feedback export --gold FILE        the queue as gold rows `kb eval FILE` reads
+    (list and export read the rows of one index: --index, else the one kb.toml or KB_INDEX names)
     kb feedback export --gold FILE --confirmed   and the answers confirmed with 👍 (to refit on)
 
 A vote from the terminal records what `kb search` shows for the question now (the entries, the
@@ -35,6 +36,22 @@ def _store(settings):
             "feedback is turned off (feedback = false in kb.toml or KB_FEEDBACK); nothing is stored"
         )
     return store
+
+
+def _index_rows(settings, queue: bool = False) -> list:
+    """The rows of the index the settings name (--index, KB_INDEX, kb.toml, else the bundled
+    KB): one home's store serves every index, and an export for one must not name another's
+    entries. Says on stderr how many rows other indexes answered."""
+    from ..feedback import index_name
+    from ..indexing import resolve_index, store_options
+
+    store = _store(settings)
+    index_dir, _ = resolve_index(settings)
+    name = index_name(store_options(settings), index_dir)
+    others = store.other_indexes(name)
+    if others:
+        print(f"({others} rows of other indexes left out; --index names the index to read)", file=sys.stderr)
+    return store.rows(queue=queue, index=name)
 
 
 def _saved_answer(path: str) -> object:
@@ -90,7 +107,7 @@ def cmd_vote(args, settings) -> int:
 def cmd_list(args, settings) -> int:
     from ..unanswered import groups
 
-    found = groups(_store(settings).rows(queue=True))
+    found = groups(_index_rows(settings, queue=True))
     if args.json:
         print(json.dumps({"groups": [g.as_json() for g in found]}, ensure_ascii=False))
         return 0
@@ -112,7 +129,7 @@ def cmd_list(args, settings) -> int:
 def cmd_export(args, settings) -> int:
     from ..unanswered import export_rows, write_rows
 
-    out = export_rows(_store(settings).rows(), confirmed=args.confirmed)
+    out = export_rows(_index_rows(settings), confirmed=args.confirmed)
     write_rows(out.rows, args.gold)
     queue = len(out.rows) - out.confirmed
     parts = f" ({queue} from the queue, {out.confirmed} confirmed with 👍)" if args.confirmed else ""

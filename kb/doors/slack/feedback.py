@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from ...errors import KbError
-from ...feedback import FeedbackStore, generation_of, shown_by
+from ...feedback import FeedbackStore, answered_by, shown_by
 from ...naming import named_entry
 from .blocks import MAX_BLOCKS
 
@@ -160,7 +160,7 @@ class SlackFeedback:
         if self.store is None:
             return messages
         try:
-            row = self.store.add("slack", query, shown_by(answer), generation_of(self.live.get()))
+            row = self.store.add("slack", query, shown_by(answer), answered_by(self.live.get()))
         except KbError as e:  # a broken store must not cost the answer
             log.warning("could not store an answer for feedback: %s", e)
             return messages

@@ -18,7 +18,7 @@ gradio is imported inside the functions.
 import logging
 
 from ...errors import KbError
-from ...feedback import FeedbackStore, generation_of, record_unanswered, shown_by
+from ...feedback import FeedbackStore, answered_by, record_unanswered, shown_by
 from ...naming import named_entry
 from ..host.live import LiveKb
 
@@ -48,7 +48,7 @@ def remember(live: LiveKb, store: FeedbackStore | None, turns: dict, index: int,
     except KbError as e:  # a broken store must not break the chat
         log.warning("could not store the unanswered question: %s", e)
         row = None
-    turns[index] = {"query": query, "shown": shown, "generation": generation_of(kb), "row": row}
+    turns[index] = {"query": query, "shown": shown, "by": answered_by(kb), "row": row}
     for old in sorted(turns)[:-MAX_TURNS]:
         del turns[old]
 
@@ -65,7 +65,7 @@ def _store_vote(store: FeedbackStore, turn: dict, vote: str) -> int:
     updated; else a new one."""
     if turn.get("row") is not None and store.vote(turn["row"], vote):
         return turn["row"]
-    turn["row"] = store.add("web", turn["query"], turn["shown"], turn["generation"], vote)
+    turn["row"] = store.add("web", turn["query"], turn["shown"], turn["by"], vote)
     return turn["row"]
 
 

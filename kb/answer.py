@@ -106,25 +106,49 @@ _SHELL_INFO = ("bash", "shell", "sh", "console", "zsh")
 
 
 INTRODUCED_BLOCK_LINES = 3  # a block this short after "…is:" is what the sentence shows
+# Code someone puts into their script or config: a fix of this many lines is the answer itself.
+INTRODUCED_CODE_LINES = 15
+_SOURCE_INFO = (
+    "python",
+    "py",
+    "yaml",
+    "yml",
+    "json",
+    "toml",
+    "ini",
+    "cfg",
+    "conf",
+    "cpp",
+    "c",
+    "c++",
+    "cuda",
+)
 
 
 def _prose_and_command_blocks(body: str, lang: str = "en") -> str:
     """The body without illustrative output: prose plus the shell blocks that hold commands,
-    so a sentence ending in "run this:" keeps what it introduces. Any other block (a log line,
-    a setting in Python) is kept only when a sentence ending in a colon introduces it and it is
-    a line or three ("whose last log line is:"); a long listing or a healthy log is left in the
-    source. An unclosed block is dropped."""
+    so a sentence ending in "run this:" keeps what it introduces. A block of source code or
+    configuration that a sentence ending in a colon introduces is kept up to INTRODUCED_CODE_LINES
+    ("In your script:" then the four lines of the fix); any other block (a log, a listing) only
+    when it is a line or three ("whose last log line is:"). What is left out says where it is
+    when a sentence points at it, or when it is code (a fix is never dropped without a word); a
+    healthy log nobody introduced goes silently. An unclosed block is dropped."""
     out: list[str] = []
-    for seg in segments(body):
+    segs = list(segments(body))
+    if not any(ln.strip() for seg in segs if not seg.code for ln in seg.lines):
+        return ""  # only code: key_text shows it (_code_only)
+    for seg in segs:
         if not seg.code:
             out.extend(seg.lines)
             continue
         closed = _closed_fence(seg)
         holds_commands = seg.info in _SHELL_INFO and any(commands("\n".join(seg.lines)))
         introduced = next((ln.rstrip() for ln in reversed(out) if ln.strip()), "").endswith((":", "："))
-        if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= INTRODUCED_BLOCK_LINES)):
+        is_code = seg.info in _SHELL_INFO or seg.info in _SOURCE_INFO
+        shown = INTRODUCED_CODE_LINES if seg.info in _SOURCE_INFO else INTRODUCED_BLOCK_LINES
+        if closed and (holds_commands or (introduced and len(seg.lines) - 2 <= shown)):
             out.extend(seg.lines)
-        elif introduced:  # "the expected output is:" would point at nothing
+        elif introduced or is_code:  # "the expected output is:" would point at nothing
             out.append(LABELS.get(lang, LABELS["en"])["in_source"])
     return "\n".join(out)
 

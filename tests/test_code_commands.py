@@ -267,7 +267,9 @@ def test_output_blocks_and_named_options_add_no_commands():
 # ---- a long hostile line is read in linear time ---------------------------------------------
 
 
-@pytest.mark.parametrize("unit", ["(find ", "(dd x ", "curl x ", "(git reset ", "while ; do "])
+@pytest.mark.parametrize(
+    "unit", ["(find ", "(dd x ", "curl x ", "(git reset ", "while ; do ", "A=x ", 'A="x ']
+)
 def test_a_long_hostile_line_is_checked_quickly(unit):
     line = unit * (300_000 // len(unit))
     started = time.monotonic()
@@ -321,6 +323,19 @@ def test_a_loop_over_several_lines_is_listed_whole_and_python_loops_are_not():
     # The body alone (`hccn_tool -i $i ...` with $i unset) is not a command anyone can run.
     assert entry.commands == (first, "npu-smi info", second)
     assert [c for c in entry.commands if is_destructive(c)] == [second]
+
+
+def test_several_settings_before_a_command_and_settings_continued_on_the_next_line():
+    body = (
+        '```bash\nNCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA="mlx5_0 mlx5_1" torchrun --nnodes=2 train.py\n'
+        "NPROC_PER_NODE=4 \\\nCUDA_VISIBLE_DEVICES=0,1,2,3 \\\nswift sft \\\n    --train_type lora\n```\n"
+        "```ini\nMASTER_ADDR=10.0.0.1\nWORLD_SIZE=16\n```\n"
+    )
+    assert commands(body) == (
+        'NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth0 NCCL_IB_HCA="mlx5_0 mlx5_1" torchrun --nnodes=2 train.py',
+        "NPROC_PER_NODE=4 \\\nCUDA_VISIBLE_DEVICES=0,1,2,3 \\\nswift sft \\\n    --train_type lora",
+    )
+    assert not is_command_line("A=1 B=2") and not is_command_line("A=1 B=2 not_a_program --x")
 
 
 def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():

@@ -185,6 +185,26 @@ def test_an_entry_that_is_only_code_shows_its_code():
     assert "```" not in shown and LABELS["en"]["more"] in shown
 
 
+def test_a_fix_in_code_is_shown_and_a_block_left_out_says_where_it_is():
+    """'In your script:' and the lines of the fix: the answer, not an illustration. A shell block
+    whose tool is unknown, left out, says so; a healthy log nobody introduced goes silently."""
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    fix = (
+        "```python\nlocal_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\n"
+        "dist.init_process_group('nccl')\nmodel = model.cuda(local_rank)\n```"
+    )
+    tool = "```bash\nmy_cluster_tool --drain node7\n```"
+    log = "```text\nepoch 1 loss 0.9\nepoch 2 loss 0.8\nepoch 3 loss 0.7\nepoch 4 loss 0.6\n```"
+    body = f"Each process must pick its own GPU. In your script:\n\n{fix}\n\nThen drain it\n\n{tool}\n\nA healthy run\n\n{log}"
+    shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)])).text
+    assert fix in shown and "my_cluster_tool" not in shown and "epoch" not in shown
+    assert shown.count(LABELS["en"]["in_source"]) == 1  # after "Then drain it", not after the log
+
+
 def test_the_matched_line_is_quoted_as_it_was_pasted():
     from index.search import SearchResult
     from kb.answer import matched_line

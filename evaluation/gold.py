@@ -107,7 +107,7 @@ def load_gold(path: str | Path, shared: str = "") -> GoldSet:
     """shared: the `shared` setting, where \"shared:X\" knowledge bases live."""
     path = Path(path)
     try:
-        lines = path.read_text("utf-8").splitlines()
+        lines = path.read_text("utf-8-sig").splitlines()  # a Windows editor's byte-order mark too
     except OSError as e:
         raise KbError(f"cannot read gold set {path}: {e}") from e
     gold = GoldSet(name=path.stem, path=path, rows=[])

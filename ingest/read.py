@@ -276,7 +276,7 @@ _BOMS = (
 def decode(data: bytes) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    text = _decode_unicode(data)
+    text = decode_unicode(data)
     if text is None:
         if b"\x00" in data:  # the whole file: a binary tail after 64 KiB of text is binary too
             raise UnreadableFile("binary content (NUL bytes), not a text document")
@@ -292,7 +292,7 @@ def decode(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _decode_unicode(data: bytes) -> str | None:
+def decode_unicode(data: bytes) -> str | None:
     """Text with a byte-order mark, or BOM-less UTF-16 (every other byte NUL, as markdown's ASCII
     gives in UTF-16); None for anything else."""
     for bom, encoding in _BOMS:

@@ -20,6 +20,30 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+def decode_paste(data: bytes) -> str:
+    """Piped bytes as text, read as ingest reads documents: UTF-8 (a byte-order mark dropped),
+    UTF-16 with a mark or without one (PowerShell's `> log.txt`), else GBK/GB18030 (a zh_CN.GBK
+    terminal). A UTF-8 log with a few bad bytes stays UTF-8, the bad bytes as U+FFFD: GB18030
+    reads nearly any bytes, and would garble all of it."""
+    from ingest.read import UnreadableFile, decode_unicode
+
+    try:
+        text = decode_unicode(data)
+    except UnreadableFile:
+        text = None
+    if text is not None:
+        return text
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    utf8 = data.decode("utf-8", errors="replace")
+    if utf8.count("\ufffd") <= max(2, len(data) // 200):  # GBK Chinese is mostly invalid UTF-8
+        return utf8
+    try:
+        return data.decode("gb18030")
+    except UnicodeDecodeError:
+        return utf8
+
+
 def size_error(size: int, max_bytes: int, hint: str = "Paste the part of the log around the error.") -> str:
     """The message for a query of `size` bytes over the limit (every door says the same)."""
     return f"the query is {size} bytes; the limit is {max_bytes} (KB_MAX_QUERY_BYTES). {hint}"

@@ -98,3 +98,37 @@ def test_metadata_without_questions_and_tables_of_contents_are_no_entries(tmp_pa
         "MANIFEST.md": "project metadata, not a FAQ page (no question in its headings)",
         "menu.md": "a table of contents (only links to other pages), not a FAQ page",
     }
+
+
+def test_a_piped_paste_is_read_in_the_encodings_documents_are():
+    from kb.query import decode_paste
+
+    log = "训练报错 ExternalError: Nccl error(2), unhandled system error"
+    for data in (
+        log.encode("utf-16"),
+        log.encode("utf-16-le"),
+        log.encode("gbk"),
+        b"\xef\xbb\xbf" + log.encode(),
+    ):
+        assert decode_paste(data) == log
+    # A UTF-8 log with one bad byte stays UTF-8 (GB18030 would read it, all of it garbled).
+    assert decode_paste(b"Nccl error(2) \xff at step 7") == "Nccl error(2) \ufffd at step 7"
+    assert decode_paste("训练卡住了".encode() + b"\xa0") == "训练卡住了\ufffd"  # GB18030: 璁粌鍗′綇浜啝
+
+
+def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
+    """Windows editors and Excel start a UTF-8 file with a mark: `kb search --batch` and `kb eval`
+    read its first line (both said "not JSON (Unexpected UTF-8 BOM)")."""
+    from evaluation.gold import load_gold
+    from kb.doors.batch import parse_line, read_lines
+
+    queries = tmp_path / "queries.jsonl"
+    queries.write_bytes(b'\xef\xbb\xbf{"id": 1, "text": "NCCL error(2)"}\r\n"EI0006"\r\n')
+    assert [parse_line(line) for _, line in read_lines(str(queries))] == [
+        (1, "NCCL error(2)", None),
+        (None, "EI0006", None),
+    ]
+    gold = tmp_path / "gold.jsonl"
+    row = '{"id": "q1", "query": "NCCL error(2)", "expected": [{"doc": "faq.md", "line": 3}]}'
+    gold.write_bytes(b"\xef\xbb\xbf" + row.encode() + b"\r\n")
+    assert [r.id for r in load_gold(gold).rows] == ["q1"]

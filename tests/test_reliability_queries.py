@@ -198,6 +198,10 @@ CLI_CASES = [
     ("nul-stdin", ("ask", "-"), NCCL_LINE.replace(" ", "\x00").encode(), True),
     ("binary-stdin", ("ask", "-"), JUNK, False),
     ("emoji-mixed-argv", ("search", "🔥 多机训练报错 " + NCCL_LINE + " 😭"), None, True),
+    # PowerShell's `> log.txt` (UTF-16 with a mark), the same without one, a zh_CN.GBK terminal.
+    ("utf16-stdin", ("ask", "-"), ("多机训练报错 " + NCCL_LINE).encode("utf-16"), True),
+    ("utf16-no-mark-stdin", ("search", "-"), NCCL_LINE.encode("utf-16-le"), True),
+    ("gbk-stdin", ("search", "-"), ("多机训练报错 " + NCCL_LINE).encode("gbk"), True),
 ]
 
 
@@ -211,6 +215,8 @@ def test_cli_odd_input_is_answered(seeds_index, name, args, stdin, hit):
     assert not out["no_match"] if hit else out["no_match"]
     if name.startswith("invalid-utf8"):
         assert "\ufffd" in out["query"]
+    if name in ("utf16-stdin", "gbk-stdin"):
+        assert out["query"].startswith("多机训练报错 ")
 
 
 def test_cli_injection_is_printed_as_text(seeds_index, tmp_path):

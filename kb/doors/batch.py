@@ -38,7 +38,8 @@ def read_lines(path: str) -> Iterator[tuple[int, str]]:
 
 def _numbered(stream: Iterable[bytes]) -> Iterator[tuple[int, str]]:
     for n, raw in enumerate(stream, 1):
-        line = raw.decode("utf-8", errors="replace").strip()
+        # utf-8-sig: a file saved by a Windows editor or Excel starts with a byte-order mark.
+        line = raw.decode("utf-8-sig" if n == 1 else "utf-8", errors="replace").strip()
         if line:
             yield n, line
 

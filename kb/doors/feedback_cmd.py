@@ -77,14 +77,14 @@ def _question_of(answer: object) -> str:
 
 def cmd_vote(args, settings) -> int:
     from ..progress import ProgressBar
-    from ..query import check_query
+    from ..query import check_query, decode_paste
     from ..service import KnowledgeBase
     from ..vote import Vote, record_vote
 
     answer = _saved_answer(args.answer) if args.answer else None
     text = args.text if args.text is not None else _question_of(answer)
     if text == "-":
-        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        text = decode_paste(sys.stdin.buffer.read())
     query = check_query(text, settings.max_query_bytes)
     store = _store(settings)
     kb = KnowledgeBase.open(settings=settings, progress=ProgressBar(quiet=args.json))

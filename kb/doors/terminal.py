@@ -58,7 +58,7 @@ def read_query(text: str | None, settings, command: str, stdin=None) -> str:
     (`cat log | kb ask`). A paste over the query limit is cut to the part that matters (kb/query.py
     `excerpt`) with a note on stderr; only one over MAX_PASTE_BYTES is refused."""
     from ..errors import QueryError
-    from ..query import MAX_PASTE_BYTES, check_query, excerpt, size_error
+    from ..query import MAX_PASTE_BYTES, check_query, decode_paste, excerpt, size_error
 
     stdin = stdin or sys.stdin
     what = (
@@ -76,7 +76,7 @@ def read_query(text: str | None, settings, command: str, stdin=None) -> str:
             raise QueryError(
                 size_error(len(raw), MAX_PASTE_BYTES, "Send the part of the log around the error.")
             )
-        text = raw.decode("utf-8", errors="replace")
+        text = decode_paste(raw)  # a GBK terminal's or PowerShell's UTF-16 log too
         if implicit and not text.strip():  # nothing typed and nothing piped
             raise QueryError(what)
     size = len(text.encode("utf-8", errors="replace"))

@@ -204,8 +204,11 @@ class Searcher:
         legs = self._legs(post, views)
         idx = self._candidate_entries(legs)
         with self.phases("features"):
+            # The post's own language, not the one asked for: choosing English for a Chinese
+            # question picks which version is shown, not how sure the match is (it turned a match
+            # into "closest entry" and hid the commands).
             x, matched = candidate_features(
-                post, views, reader_lang, idx, legs, entries, self.facts, self.vocab
+                post, views, post.lang, idx, legs, entries, self.facts, self.vocab
             )
         best = legs.dense.best[idx]
         dense = np.where(best > -1, best, legs.dense.floor)

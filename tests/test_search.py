@@ -129,6 +129,18 @@ def test_reader_language_first_with_translation_beside(seeds_kb):
     assert (en.entry.doc, en.entry.lang, en.translation.doc) == (S001, "en", S000)
 
 
+def test_the_answer_language_asked_for_changes_the_version_shown_not_the_confidence(seeds_kb):
+    question = "HCCL 分布式训练报错 Init plugin so failed, ret = 1343225860 怎么办"
+    found = {lang: seeds_kb.search(question, lang=lang) for lang in (None, "zh", "en")}
+    assert len({r.confidence for r in found.values()}) == 1
+    assert [(r.lang, r.hits[0].entry.lang) for r in found.values()] == [
+        ("zh", "zh"),
+        ("zh", "zh"),
+        ("en", "en"),
+    ]
+    assert found["en"].hits[0].translation.id == found[None].hits[0].entry.id
+
+
 def test_unrelated_question_is_no_match_with_suggestions(seeds_kb):
     result = seeds_kb.search("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)")
     assert result.no_match and result.hits == [] and result.suggestions

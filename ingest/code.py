@@ -59,7 +59,8 @@ _TOOL_PIPE = re.compile(rf"^(?=\S*[_.\d-])[a-z][\w.+-]*(?:\s[^|]*)?\|\s*(?:sudo\
 _NEEDS_OPERAND = frozenset(
     """torchrun mpirun mpiexec deepspeed horovodrun msrun python python3 pip+install pip3+install
     pip+uninstall pip3+uninstall pip+download conda+install git+clone docker+run docker+pull
-    docker+build docker+exec docker+push apt+install apt-get+install yum+install""".split()
+    docker+build docker+exec docker+push apt+install apt-get+install yum+install accelerate+launch
+    swift+sft swift+pt swift+rlhf swift+infer swift+export swift+eval swift+deploy""".split()
 )
 _SAYS_ITSELF = frozenset("-V -VV --version -h --help".split())
 # A shell prompt before a command: `$ `, `user@host:~$ `, `(env) $ `, `# sudo ...` (root's prompt).

@@ -260,6 +260,7 @@ def test_output_blocks_and_named_options_add_no_commands():
     body = (
         "```text\nepoch 1 | loss 0.9\nepoch 2 | loss 0.7\nfind: 'x': No such file or directory\n```\n\n"
         "The `torchrun --standalone` option and the `docker run` command are described below.\n"
+        "If the second node's `accelerate launch` never started, use the same `swift sft` arguments.\n"
     )
     assert commands(body) == ()
 

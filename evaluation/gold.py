@@ -176,7 +176,12 @@ def _resolve_kb(value: str, gold_path: Path, setting: str = "") -> Path:
     if value.startswith("shared:"):
         shared = shared_dir(gold_path.resolve().parent, setting)
         if shared is None:
-            raise KbError(f"{gold_path}: needs the shared folder ({value}); set KB_SHARED or pass --index")
+            name = value.removeprefix("shared:")
+            raise KbError(
+                f'{gold_path}: names the knowledge base "{name}" (its "kb"), a folder of the shared data '
+                "(../shared beside the checkout, or KB_SHARED), which is not there; set KB_SHARED "
+                'to the folder that holds it, or leave "kb" out of the rows and give the index with --index'
+            )
         return shared / value.removeprefix("shared:")
     p = Path(value)
     return p if p.is_absolute() else (gold_path.parent / p).resolve()

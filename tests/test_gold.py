@@ -24,6 +24,12 @@ GOLD = ROOT / "eval" / "gold"
         (['{"id": "a", "query": "x", "expected": [{"doc": "d.md"}]}'], "needs a 'line' or a 'title'"),
         (["{not json"], ":1: not JSON"),
         (['{"meta": {"name": "empty"}}'], "has no queries"),
+        (
+            [
+                '{"id": "a", "text": "x", "expected": [{"kb": "mine", "doc": "d.md", "start_line": 1, "end_line": 2}]}'
+            ],
+            'names the knowledge base "mine" (its "kb"), a folder of the shared data',
+        ),
     ],
 )
 def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message):

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import re
 
 import pytest
 from conftest import ROOT, SHARED, needs_shared
@@ -35,7 +36,7 @@ GOLD = ROOT / "eval" / "gold"
 def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message):
     path = tmp_path / "g.jsonl"
     path.write_text("\n".join(lines), "utf-8")
-    with pytest.raises(KbError, match=message.replace("(", r"\(")):
+    with pytest.raises(KbError, match=re.escape(message)):
         load_gold(path)
 
 

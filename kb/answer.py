@@ -162,6 +162,9 @@ _HTML_TAG = re.compile(
 )
 
 
+# "A:", "**A：**", "答：": where the answer starts (the question above it is the title).
+_ANSWER_LABEL = re.compile(r"(?m)^\s*(?:(\*\*|__)(?:A|答)\s*[:：]\s*\1|(?:A|答)\s*[:：])[ \t]*")
+
 ANSWER_CHARS = 1500  # the extractive answer's text; the rest of the entry is one click away
 
 
@@ -170,7 +173,7 @@ def key_text(entry: Entry, limit: int = ANSWER_CHARS) -> str:
     without illustrative output. A long one is shortened at block boundaries (never inside a
     code block, so every fence it opens it closes) and says that the rest is in the source."""
     text = _prose_and_command_blocks(entry.body, entry.lang)
-    m = re.search(r"(?m)^\s*A\s*[:：]\s*", text)
+    m = _ANSWER_LABEL.search(text)
     if m:
         text = text[m.end() :]
     lines = [ln.rstrip() for ln in text.split("\n")]

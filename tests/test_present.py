@@ -5,6 +5,8 @@ only outside the web."""
 
 from __future__ import annotations
 
+import pytest
+
 from index.search import Hit
 from ingest.code import segments
 from ingest.entry import Entry
@@ -203,6 +205,18 @@ def test_a_fix_in_code_is_shown_and_a_block_left_out_says_where_it_is():
     shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)])).text
     assert fix in shown and "my_cluster_tool" not in shown and "epoch" not in shown
     assert shown.count(LABELS["en"]["in_source"]) == 1  # after "Then drain it", not after the log
+
+
+@pytest.mark.parametrize("label", ["A:", "**A:**", "**A：**", "__A:__", "答：", "**答：**"])
+def test_the_answer_starts_after_its_label(label):
+    from dataclasses import replace
+
+    from index.search import SearchResult
+    from kb.answer import extractive
+
+    body = f"**Q:** Why does NCCL fail in Docker?\n\n{label} Start the container with a larger `/dev/shm`."
+    shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)])).text
+    assert shown.startswith("Start the container with a larger"), shown
 
 
 def test_the_matched_line_is_quoted_as_it_was_pasted():

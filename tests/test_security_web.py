@@ -37,6 +37,8 @@ BYPASSES = [
     f"![screenshot]({EXFIL})",
     "![ref image][img]\n\n[img]: http://127.0.0.1:9/ref-beacon",
     "<img src=http://127.0.0.1:9/raw-beacon>",
+    "> <svg onload=alert(8)>\n> > <img src=x onerror=alert(9)>",  # a quote's marker is kept; no HTML
+    ">>> <svg onload=alert(10)>\n  > ![x](http://127.0.0.1:9/quote-beacon)",
 ]
 
 # Browsers read a backslash in an address as "/": this name asks for an image when shown as HTML.

@@ -129,6 +129,17 @@ def test_render_escapes_html_outside_code():
     assert "5000-line log" in shown and "line 4999" in shown and "line 10\n" not in shown
 
 
+def test_notes_and_warnings_are_quotes_and_a_greater_than_sign_in_a_sentence_is_text():
+    from markdown_it import MarkdownIt
+
+    from kb.doors.web.render import escape_md_html
+
+    md = escape_md_html("> [!WARNING]\n> Do not add `--shm-size` twice.\n\nWhen loss > 10, lower the rate.")
+    tokens = [t.type for t in MarkdownIt("commonmark").parse(md)]
+    assert tokens.count("blockquote_open") == 1 and "&gt;" not in md.split("\n\n")[0]
+    assert md.endswith("When loss &gt; 10, lower the rate.")
+
+
 def test_stream_hands_over_pieces_and_errors(seeds_kb):
     from kb.doors.web.turns import _Stream
     from kb.errors import QueryError

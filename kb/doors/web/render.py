@@ -188,9 +188,17 @@ def _prose(s: str) -> str:
         runs.setdefault(len(run.group(0)), []).append(run.start())
     out: list[str] = []
     pos = 0
+    line_head = True  # only spaces and quote marks so far on this line (kept linear: no look-back)
     while (m := _PROSE_SPECIAL.search(s, pos)) is not None:
-        out.append(s[pos : m.start()])
+        before = s[pos : m.start()]
+        out.append(before)
+        newline = before.rfind("\n")
+        line_head = (line_head or newline >= 0) and not before[newline + 1 :].strip(" \t")
         token, pos = m.group(0), m.end()
+        if token == ">" and line_head:
+            out.append(">")  # a blockquote's marker (a note, a warning): marked makes a quote of it
+            continue
+        line_head = token == "\\\n"
         if token[0] == "\\":
             # \< is a literal "<" to markdown: the entity says the same without the backslash.
             out.append({"\\<": "&lt;", "\\>": "&gt;"}.get(token, token))

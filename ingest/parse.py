@@ -37,6 +37,7 @@ from ingest.titles import (
     is_report,
     is_report_part,
     line_title,
+    names_a_problem,
     strip_colon,
     strip_question,
 )
@@ -253,13 +254,13 @@ def _bold_only(src: str) -> str | None:
 
 
 def _list_openers(region: list[Block], lines: list[str]) -> list[_Opener]:
-    """Top-level bullet items, when the text under a heading is nothing but bullet lists.
+    """Top-level list items, when the text under a heading is nothing but lists.
 
     Not for a list of one-liners (no item has more than its first line), a table of contents
     (every item is a link) or a problem told in parts ("- Symptom: ... - Solution: ...").
     """
     content = [b for b in region if not is_trivial(b)]
-    if not content or any(b.kind != "bullet_list" for b in content):
+    if not content or any(b.kind not in ("bullet_list", "ordered_list") for b in content):
         return []
     items = [item for b in content for item in b.items]
     if len(items) < 2 or not any(_item_has_body(item, lines) for item in items):
@@ -269,7 +270,24 @@ def _list_openers(region: list[Block], lines: list[str]) -> list[_Opener]:
     openers = [_item_opener(item, lines) for item in items if item[0] < len(lines)]
     if any(is_report_part(op.title) for op in openers):
         return []
+    if any(b.kind == "ordered_list" for b in content) and not _numbered_problems(openers, items, lines):
+        return []
     return openers
+
+
+_BOLD_LINE_RE = re.compile(r"^\s*\d{1,9}[.)]\s+\*\*.+\*\*[\s:：]*$")
+
+
+def _numbered_problems(openers: list[_Opener], items: list[tuple[int, int]], lines: list[str]) -> bool:
+    """A numbered list is usually the steps of one procedure ("1. Set ... 2. Run ..."); it is a
+    list of problems when every item names one ("1. The model file is incompatible ... error"),
+    or when every item opens with a bold line and most of them name one (the mindspore_lite
+    FAQ and team FAQs number their known problems so)."""
+    named = sum(names_a_problem(op.title) for op in openers)
+    if named == len(openers):
+        return True
+    bold = all(_BOLD_LINE_RE.match(lines[start]) for start, _ in items if start < len(lines))
+    return bold and named * 2 >= len(openers)
 
 
 def _item_has_body(item: tuple[int, int], lines: list[str]) -> bool:

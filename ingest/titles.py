@@ -16,9 +16,9 @@ _MAX_INLINE_SRC = 2000  # never inline-parse more than this for a title
 _SPACE_RE = re.compile(r"\s+")
 _LEFTOVER_BOLD_RE = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*")
 _MARKUP_CHARS = re.compile(r"[*_`<>\[\]!\\&~]")
-# "Q:", "Q3:", "Q3.", "问题：", "Question 2:" at the start of a title.
+# "Q:", "Q3:", "Q3.", "问题：", "问：", "Question 2:" at the start of a title.
 _QUESTION_RE = re.compile(
-    r"^(?:Q\d*\s*[:：]|Q\d+[.、．](?!\d)|问题\s*\d*\s*[:：]|Question\s*\d*\s*[:：])\s*", re.I
+    r"^(?:Q\d*\s*[:：]|Q\d+[.、．](?!\d)|问(?:题)?\s*\d*\s*[:：]|Question\s*\d*\s*[:：])\s*", re.I
 )
 # Sub-headings that are parts of one problem report (matched against the whole heading text,
 # numbering and a trailing colon removed).
@@ -76,6 +76,23 @@ def cut(s: str, limit: int) -> str:
 
 def strip_colon(title: str) -> str:
     return title.rstrip().rstrip(":：").rstrip()
+
+
+# A title that names a failure, in either language: an error, a hang, something that cannot be done.
+_PROBLEM_RE = re.compile(
+    r"\b(?:error|errors|fail|fails|failed|failing|failure|exception|timeout|timed out|hangs?|hung|stuck|"
+    r"crash(?:es|ed)?|cannot|can't|unable|not found|not supported|unsupported|invalid|mismatch|abnormal|"
+    r"wrong|incorrect|incompatible|damaged|corrupt(?:ed)?|broken|slow|oom|out of memory|refused|denied)\b|"
+    r"\w+(?:Error|Exception)\b|"
+    r"报错|错误|失败|超时|卡住|卡死|挂起|异常|无法|不能|找不到|不支持|不兼容|不一致|不匹配|不正确|损坏|慢|崩溃|出错",
+    re.I,
+)
+
+
+def names_a_problem(title: str) -> bool:
+    """A question, or a statement of a failure ("Converting fails with -300", "编译报错")."""
+    t = title.rstrip()
+    return is_question(t) or t.endswith(("?", "？")) or bool(_PROBLEM_RE.search(t))
 
 
 def is_question(title: str) -> bool:

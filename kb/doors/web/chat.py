@@ -17,16 +17,17 @@ from functools import partial
 
 from ..host.live import LiveKb
 from . import turns
-from .assets import EXAMPLES, HEADER_HTML, I18N, LANG_CHOICES, PAGE_CSS, PANEL_HTML, TITLE, WELCOME
+from .assets import HEADER_HTML, I18N, LANG_CHOICES, PAGE_CSS, PANEL_HTML, TITLE
 from .page_script import page_head
 from .render import UI
+from .welcome import examples_for, welcome_for
 
 log = logging.getLogger("kb.web")
 
 CONCURRENT_ANSWERS = 4  # chat answers computed at once (KnowledgeBase is safe for it)
 
 
-def _conversation(i18n, feedback: bool):
+def _conversation(i18n, feedback: bool, kb):
     import gradio as gr
 
     return gr.Chatbot(
@@ -40,8 +41,8 @@ def _conversation(i18n, feedback: bool):
         sanitize_html=True,
         line_breaks=True,
         autoscroll=False,  # the page's script scrolls a new answer to its start, not to its end
-        placeholder=WELCOME,
-        examples=[{"text": text, "display_text": label} for label, text in EXAMPLES],
+        placeholder=welcome_for(kb),  # the bundled KB's, or what this index holds (welcome.py)
+        examples=[{"text": text, "display_text": label} for label, text in examples_for(kb)],
     )
 
 
@@ -88,7 +89,7 @@ def build_ui(live: LiveKb, secret: str | None = None):
         undo = gr.Button(i18n("undo"), size="sm", visible=False, elem_id="kb-undo")
         with gr.Row(equal_height=False, elem_id="kb-main"):
             with gr.Column(scale=3, min_width=360):
-                chat = _conversation(i18n, feedback=store is not None)
+                chat = _conversation(i18n, feedback=store is not None, kb=live.kb)
                 box, lang, send, stop, _hint = _inputs(i18n)
                 if store is not None:
                     add_chat_feedback(live, store, chat, rated)

@@ -49,6 +49,8 @@ class IngestOutcome:
     # Sources of the index before this build that no path given is or lies inside: what only they
     # held is gone (an index holds what its last `kb ingest` was given, nothing more).
     dropped_sources: list[str] = field(default_factory=list)
+    # Documents new, changed or gone since the index's last build (empty: nothing to compare with).
+    changes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def embedder_for(settings: Settings):
@@ -269,6 +271,7 @@ def _outcome(stats, report, skipped: list[str], warnings: list[str], index: str)
         stages=stats.stages(),
         files_parsed=stats.files_parsed,
         files_reused=stats.files_reused,
+        changes=stats.changes,
     )
 
 

@@ -139,6 +139,26 @@ def test_ingesting_another_folder_says_which_sources_the_index_no_longer_holds(t
     assert "note:" not in wider.stderr  # its folder holds the file
 
 
+@pytest.mark.slow
+def test_a_re_ingest_names_the_documents_that_changed_came_or_went(tmp_path):
+    env, docs, index = {"KB_HOME": str(tmp_path / "home")}, tmp_path / "docs", str(tmp_path / "index")
+    docs.mkdir()
+    for name in ("a", "b"):
+        (docs / f"{name}.md").write_text(f"## Q: {name} fails?\n\nA: Fix {name}.\n", "utf-8")
+    first = run_kb("ingest", str(docs), "--index", index, env=env)
+    assert first.returncode == 0 and "changed" not in first.stdout  # nothing to compare with
+    assert "no document changed since the last build" in run_kb("ingest", "--index", index, env=env).stdout
+    (docs / "a.md").write_text("## Q: a fails again?\n\nA: Fix a.\n", "utf-8")
+    (docs / "b.md").unlink()
+    (docs / "c.md").write_text("## Q: c fails?\n\nA: Fix c.\n", "utf-8")
+    again = run_kb("ingest", "--index", index, "--json", env=env)
+    assert json.loads(again.stdout)["changes"] == {
+        "added": ["c.md"],
+        "changed": ["a.md"],
+        "removed": ["b.md"],
+    }
+
+
 def test_a_folder_of_documents_given_as_the_index_is_named_as_such(tmp_path):
     docs = tmp_path / "docs"
     (docs / "zh").mkdir(parents=True)

@@ -170,6 +170,8 @@ def print_ingest(outcome) -> None:
         f"{plural(outcome.files, 'file')} into {outcome.index} "
         f"({outcome.embedded} texts embedded, {outcome.reused} reused, {outcome.seconds:.1f}s)"
     )
+    if outcome.changes:
+        print(changes_line(outcome.changes))
     if outcome.dropped_sources:
         old = shlex.join(outcome.dropped_sources)
         print(
@@ -177,6 +179,17 @@ def print_ingest(outcome) -> None:
             f"that too, give it with them: kb ingest {old} <the paths you gave> --index {outcome.index}",
             file=sys.stderr,
         )
+
+
+def changes_line(changes: dict[str, list[str]], shown: int = 5) -> str:
+    """What a re-ingest found: "changed: a.md · new: b.md · removed: c.md", or that nothing did."""
+    parts = []
+    for key, label in (("changed", "changed"), ("added", "new"), ("removed", "removed")):
+        docs = changes.get(key) or []
+        if docs:
+            more = f" and {len(docs) - shown} more" if len(docs) > shown else ""
+            parts.append(f"{label}: {', '.join(docs[:shown])}{more}")
+    return " · ".join(parts) if parts else "no document changed since the last build"
 
 
 def plural(n: int, word: str) -> str:

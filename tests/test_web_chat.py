@@ -136,8 +136,11 @@ def test_5_phone_send_visible_answer_in_view_sheet_in_view_commands_wrap(url):
             "p => p.scrollWidth > p.clientWidth + 1).length"
         )
         assert overflow == 0  # commands wrap instead of running off the right edge
+        scroll_down = page.locator("#kb-chat .scroll-down-button-container")
+        scroll_down.wait_for(state="visible", timeout=5_000)  # the answer's end is below the fold
         open_source(page)
         page.wait_for_timeout(400)  # the sheet slides in
         sheet = box_of(page, "#kb-side")
         assert 0 <= sheet["top"] < h * 0.5 and sheet["bottom"] <= h + 1 and sheet["right"] <= w + 1
+        assert scroll_down.is_hidden()  # not drawn over the sheet's code
         assert page.evaluate("() => document.activeElement.id") == "kb-panel-head"

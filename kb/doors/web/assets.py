@@ -162,6 +162,8 @@ _PHONE_CSS = """
   #kb-side{position:fixed !important;left:0;right:0;bottom:0;top:auto;z-index:10000;max-height:78dvh;margin:0;
     transform:translateY(105%);transition:transform .2s ease-out;width:100% !important;min-width:0 !important}
   #kb-side.kb-open{transform:none;box-shadow:0 -6px 24px rgba(0,0,0,.35)}
+  /* The chat's own scroll-down button was drawn over the sheet's code (gradio's top layer). */
+  #kb-main:has(#kb-side.kb-open) .scroll-down-button-container{display:none}
   #kb-panel-box{max-height:78dvh;border-radius:1rem 1rem 0 0}
 }
 """

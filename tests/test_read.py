@@ -68,35 +68,19 @@ def test_single_file_doc_is_its_name_and_several_roots_are_prefixed(tmp_path):
     assert [f.doc for f in find_files([tmp_path / "x", tmp_path / "y"])[0]] == ["x/faq.md", "y/faq.md"]
 
 
-def test_metadata_without_questions_and_tables_of_contents_are_no_entries(tmp_path):
-    """A corpus manifest quoting `git hash-object` and an error string, and a menu page of links,
-    answer nothing; a metadata-named page that asks questions, and a FAQ's own "See also" list
-    beside its questions, are read as they are."""
+def test_metadata_without_questions_is_no_entries(tmp_path):
+    """A corpus manifest quoting `git hash-object` and an error string answers nothing; a
+    metadata-named page that asks questions is read as it is."""
     (tmp_path / "MANIFEST.md").write_text(
         "# Corpus\n\nEach file was checked with `git hash-object -w`.\n\n## nccl\n\n"
         "Pages about `NCCL error(2), unhandled system error`.\n",
         "utf-8",
     )
     (tmp_path / "CHANGELOG.md").write_text("## Why does 2.1 fail with EI0006?\n\nA: Upgrade CANN.\n", "utf-8")
-    (tmp_path / "menu.md").write_text(
-        "# Troubleshooting\n\n- **[Error Codes](codes.md)**  \n\n- [ERR\\*\\*001](ERR-001.md)\n"
-        "  - [ERR\\*\\*002](ERR-002.md)\n1. [Port in use](port.md)\n",
-        "utf-8",
-    )
-    (tmp_path / "faq.md").write_text(
-        "## Q: Port 29500 in use?\n\nA: Pick another `--master_port`.\n\n## See also\n\n"
-        "- [NCCL](https://docs.nvidia.com/nccl)\n- [Ports](ports.md)\n",
-        "utf-8",
-    )
     report = collect([tmp_path])
-    assert sorted((e.doc, e.title) for e in report.entries) == [
-        ("CHANGELOG.md", "Why does 2.1 fail with EI0006?"),
-        ("faq.md", "Port 29500 in use?"),
-    ]
-    reasons = {p.doc: p.reason for p in report.problems}
-    assert reasons == {
-        "MANIFEST.md": "project metadata, not a FAQ page (no question in its headings)",
-        "menu.md": "a table of contents (only links to other pages), not a FAQ page",
+    assert [(e.doc, e.title) for e in report.entries] == [("CHANGELOG.md", "Why does 2.1 fail with EI0006?")]
+    assert {p.doc: p.reason for p in report.problems} == {
+        "MANIFEST.md": "project metadata, not a FAQ page (no question in its headings)"
     }
 
 

@@ -32,9 +32,11 @@ from .errors import ConfigError
 
 # `http://user:pass@host/v1` and `?api_key=...` in a URL such as KB_LLM_BASE_URL: the credentials
 # are the user's, never something to show to the people the server answers, or to its log.
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]*@")
+# Bounded scheme and name lengths: unbounded, every start in a long run of `a-` or `?a` scanned
+# the rest of it (a 400 KB paste of `--a-` took minutes to scrub for the feedback store).
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}://)[^/\s@?#]{0,200}@")
 _URL_SECRET_PARAM = re.compile(
-    r"(?i)([?&][^=&#\s]*(?:key|token|secret|password|passwd|pwd|sig|auth|credential)[^=&#\s]*=)[^&#\s]*"
+    r"(?i)([?&][^=&#\s]{0,60}(?:key|token|secret|password|passwd|pwd|sig|auth|credential)[^=&#\s]{0,60}=)[^&#\s]*"
 )
 
 

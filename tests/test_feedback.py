@@ -121,6 +121,29 @@ shown TEXT NOT NULL, vote TEXT, comment TEXT NOT NULL DEFAULT '', right_entry TE
 generation TEXT NOT NULL, signature TEXT NOT NULL, label TEXT NOT NULL);"""
 
 
+def test_tokens_given_as_arguments_are_not_stored_and_other_arguments_are():
+    """ms-swift and the Hugging Face CLI take tokens as arguments; W&B logs in with its key."""
+    paste = (
+        "swift sft --model Qwen/Qwen2.5-7B --hub_token hf_AbCdEfGhIjKlMnOpQrStUvWxYz12345678 --push_to_hub true\n"
+        "huggingface-cli login --token my-own-token-value\n"
+        "wandb login --relogin 0123456789abcdef0123456789abcdef01234567\n"
+        "# the token is hf_ZyXwVuTsRqPoNmLkJiHgFeDcBa98765432\n"
+        "--tokenizer_path /data/tokenizer --max_new_tokens 1000000 --api-key sk_live_0123456789"
+    )
+    kept = scrub(paste)
+    for secret in ("hf_AbCd", "my-own-token-value", "0123456789abcdef", "hf_ZyXw", "sk_live_"):
+        assert secret not in kept, secret
+    assert "--hub_token [redacted] --push_to_hub true" in kept
+    assert "--tokenizer_path /data/tokenizer --max_new_tokens 1000000" in kept
+
+
+@pytest.mark.parametrize("unit", ["--a-", "?a", "a://", "&key", "wandb login --x "])
+def test_a_long_hostile_paste_is_scrubbed_quickly(unit):
+    started = time.monotonic()
+    scrub(unit * (200_000 // len(unit)))  # an unbounded pattern took minutes on `--a-`
+    assert time.monotonic() - started < 10
+
+
 def test_concurrent_writers_lose_nothing(store):
     def write(n: int) -> None:
         for i in range(20):

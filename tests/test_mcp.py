@@ -246,6 +246,9 @@ def test_mounted_in_kb_serve_beside_the_chat_and_api(seeds_kb, tmp_path, monkeyp
         # The host's guard covers /mcp too: another site's page cannot post to it.
         status, body, _ = call(base, "POST", "/mcp", body={}, headers={"Origin": "http://evil.example"})
         assert status == 403
+        # Stateless: no event stream to hold open (511 idle ones once took every slot of the host).
+        status, body, headers = call(base, "GET", "/mcp", headers={"Accept": "text/event-stream"})
+        assert status == 405 and headers["Allow"] == "POST" and "stateless" in body["error"]["message"]
     finally:
         served.stop()
 

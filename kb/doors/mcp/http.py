@@ -21,13 +21,40 @@ def streamable_app(server, body_limit: int):
     takes; the app is built here because the host serves it, not the SDK's own uvicorn."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
         max_request_body_size=body_limit,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    for route in app.routes:
+        if getattr(route, "path", None) == MCP_PATH:
+            route.app = _post_only(route.app)
+    return app
+
+
+def _post_only(handler):
+    """Only POST reaches the transport. A stateless server has nothing to stream: a GET was
+    answered with an event stream held open for ever, and 511 idle ones took every slot of the
+    host (its chat and API answered 503 to everyone). MCP lets a server answer 405 instead."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] == "POST":
+            await handler(scope, receive, send)
+            return
+        body = jsonrpc_refusal("this MCP server is stateless: send each JSON-RPC request as a POST", 405)
+        headers = [(b"content-type", b"application/json"), (b"allow", b"POST")]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 405,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return app
 
 
 def mount(app, server, body_limit: int) -> None:

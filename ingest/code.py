@@ -139,6 +139,16 @@ DANGER_IN_TEXT = re.compile(
 )
 
 
+# `<image>`, `<shmid>`, `<your token>`: a value the reader must put in. Not `<<EOF`, `2>&1`, `< file`.
+_PLACEHOLDER = re.compile(r"(?<![<\w])<[A-Za-z][\w .:/-]{0,40}?[\w.]>(?!>)")
+
+
+def placeholders(command: str) -> list[str]:
+    """The placeholders in a command, in order (`docker run ... <image> /bin/bash` -> [<image>]).
+    Run as written, the shell reads `<image> /bin/bash` as "from the file image, into /bin/bash"."""
+    return list(dict.fromkeys(m.group(0) for m in _PLACEHOLDER.finditer(command[:20_000])))
+
+
 def is_destructive(command: str) -> bool:
     """Gets a caution label: deletes data, kills processes, stops a machine, pipes a download
     into a shell."""

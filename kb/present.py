@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from index.search import Hit
-from ingest.code import is_destructive, segments
+from ingest.code import is_destructive, placeholders, segments
 from ingest.entry import Entry
 
 from .answer import LABELS, Answer, entry_in
@@ -31,6 +31,21 @@ CAUTION = {
     "en": "Caution: this command deletes data, kills processes or stops a machine. Check it before running.",
     "zh": "注意：此命令会删除数据、结束进程或停止机器，运行前请确认。",
 }
+
+FILL_IN = {
+    "en": "Replace {names} before running: as written, the shell reads < and > as redirections.",
+    "zh": "运行前请替换 {names}：原样运行时，shell 会把 < 和 > 当作重定向。",
+}
+
+
+def command_caution(command: str, lang: str) -> str:
+    """The label a command is shown with: what it destroys, what to fill in; "" when neither."""
+    names = placeholders(command)
+    parts = [CAUTION[lang]] if is_destructive(command) else []
+    if names:
+        parts.append(FILL_IN[lang].format(names=" ".join(names)))
+    return " ".join(parts)
+
 
 Lookup = Callable[[str], Entry | None]  # entry id -> entry (KnowledgeBase.entry)
 
@@ -147,7 +162,7 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
         warning=labels["weak"] if answer.weak else "",
         headline=_ref(answer.citations[0].entry, docs_base_url, 1) if answer.citations else None,
         matched_line=INVISIBLE.sub("", answer.matched_line),
-        commands=tuple(Command(c, CAUTION[lang] if is_destructive(c) else "") for c in commands),
+        commands=tuple(Command(c, command_caution(c, lang)) for c in commands),
         sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
         suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),
         other_language=_ref(other, docs_base_url) if other is not None else None,

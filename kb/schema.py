@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from index.search import Hit, SearchResult
-from ingest.code import is_destructive
+from ingest.code import is_destructive, placeholders
 from ingest.entry import Entry
 
 from .answer import Answer
@@ -35,7 +35,7 @@ def hit_json(h: Hit) -> dict:
         "end_line": e.end_line,
         "heading_path": list(e.heading_path),
         "score": round(h.score, 6),
-        "commands": list(e.commands),
+        **command_lists(e.commands),
         "translation": _ref(h.translation),
         "why": {
             "dense_rank": h.dense_rank,
@@ -83,8 +83,7 @@ def ask_json(a: Answer) -> dict:
         "reply": a.reply,  # a word back to thanks or "clear": nothing was searched, nothing to show
         "matched_line": a.matched_line,
         "answer": a.text,
-        "commands": list(a.commands),
-        "destructive_commands": [c for c in a.commands if is_destructive(c)],
+        **command_lists(a.commands),
         "citations": [
             {
                 "n": c.n,
@@ -105,6 +104,18 @@ def ask_json(a: Answer) -> dict:
 
 
 def entry_json(e: Entry, translation: Entry | None = None) -> dict:
-    d = e.to_dict()
-    d["translation_entry"] = translation.to_dict() if translation else None
+    d = {**e.to_dict(), **command_lists(e.commands)}
+    d["translation_entry"] = (
+        {**translation.to_dict(), **command_lists(translation.commands)} if translation else None
+    )
     return d
+
+
+def command_lists(commands) -> dict:
+    """Commands as every JSON door gives them: all of them, the ones that delete, kill or stop
+    (to confirm with a person first), and the ones with a placeholder to fill in first."""
+    return {
+        "commands": list(commands),
+        "destructive_commands": [c for c in commands if is_destructive(c)],
+        "placeholder_commands": [c for c in commands if placeholders(c)],
+    }

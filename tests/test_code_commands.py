@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ingest.code import is_command_line, is_destructive, looks_like_command
+from ingest.code import is_command_line, is_destructive, looks_like_command, placeholders
 from ingest.collect import entries_from_text
 from ingest.signals import commands
 
@@ -342,3 +342,18 @@ def test_several_settings_before_a_command_and_settings_continued_on_the_next_li
 def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():
     body = "```bash\nfor n in node1 node2\ndo\n  ping -c 1 $n\n```\n"
     assert commands(body) == ("ping -c 1 $n",)
+
+
+@pytest.mark.parametrize(
+    "command,found",
+    [
+        ("docker run --gpus all -it <image> /bin/bash", ["<image>"]),
+        ("ssh <user>@<host> 'kill -9 <PID>'", ["<user>", "<host>", "<PID>"]),
+        ('curl -H "Authorization: Bearer <your token>" http://x', ["<your token>"]),
+        ("cat <<EOF > hostfile", []),
+        ("python train.py 2>&1 | tee log < /dev/null", []),
+        ('echo "<b>"', []),
+    ],
+)
+def test_placeholders_are_what_the_reader_fills_in_and_not_redirections(command, found):
+    assert placeholders(command) == found

@@ -5,6 +5,8 @@ only outside the web."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from index.search import Hit
@@ -65,6 +67,41 @@ def test_links_carry_line_anchors_and_the_other_language_is_shown_everywhere():
         assert LABELS["en"]["other_lang"] in text and "zh title 2" in text, door
         assert CAUTION["en"] in text and "rm -rf /tmp/x" in text, door
     assert "#L20-L25" in shown["slack"]
+
+
+def test_a_command_with_a_placeholder_says_what_to_fill_in_in_every_door_and_every_json():
+    """`<image> /bin/bash` run as written reads the file `image` into /bin/bash: overwritten."""
+    from kb.present import FILL_IN
+    from kb.schema import ask_json, entry_json, hit_json
+
+    e = replace(
+        entry(4), commands=("docker run --shm-size 32G -it <image> /bin/bash", "ipcrm -m <shmid>", "ipcs -m")
+    )
+    answer = Answer("q", "en", "en title 4\n\nfix [1]", e.commands, (Citation(1, e),), False)
+    p = present(answer, BASE)
+    assert p.commands[0].caution == FILL_IN["en"].format(names="<image>")
+    assert p.commands[1].caution == CAUTION["en"] + " " + FILL_IN["en"].format(names="<shmid>")
+    assert p.commands[2].caution == ""
+    for door, text in {
+        "terminal": render_text(answer),
+        "chat": render_answer(answer),
+        "slack": slack_text(answer),
+    }.items():
+        assert "Replace <image> before running" in text.replace("&lt;", "<").replace("&gt;", ">"), door
+    for shown in (ask_json(answer), hit_json(hit(e, None)), entry_json(e)):
+        assert shown["destructive_commands"] == ["ipcrm -m <shmid>"]
+        assert shown["placeholder_commands"] == list(e.commands[:2])
+
+
+def test_kb_search_shows_no_commands_under_a_closest_entry_nor_below_it():
+    from index.search import SearchResult
+    from kb.doors.terminal import search_text
+
+    first, second = (replace(entry(n), commands=(f"export HCCL_BUFFSIZE={n}00",)) for n in (5, 6))
+    hits = [hit(first, None), hit(second, None)]
+    weak = search_text(SearchResult("slow on 8 cards", "en", hits, confidence=0.5, weak=True))
+    assert "HCCL_BUFFSIZE" not in weak and "en title 6" in weak
+    assert "export HCCL_BUFFSIZE=600" in search_text(SearchResult("q", "en", hits, confidence=0.9))
 
 
 def test_a_command_the_model_already_shows_is_not_listed_again():

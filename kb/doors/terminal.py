@@ -105,12 +105,10 @@ def print_json_error(command: str, message: str, status: int = 1) -> None:
 
 
 def search_text(result, docs_base_url: str = "") -> str:
-    """`kb search` for people: each hit's title, place and language, its commands (destructive
-    ones with their caution), and how strong the match is."""
-    from ingest.code import is_destructive
-
+    """`kb search` for people: each hit's title, place and language, its commands (with their
+    caution: what they destroy, what to fill in) when the match is a match, and how strong it is."""
     from ..answer import LABELS, matched_line, no_match_text
-    from ..present import CAUTION
+    from ..present import command_caution
 
     lang = result.lang if result.lang in LABELS else "en"
     labels = LABELS[lang]
@@ -130,11 +128,12 @@ def search_text(result, docs_base_url: str = "") -> str:
         quoted = matched_line(result, n - 1) if result.hits else ""
         if quoted:
             out.append(f"   {labels['matched_line']}: {quoted}")
-        if result.no_match or (n == 1 and result.weak):
-            continue  # no commands from an entry that may not be the problem
+        if result.no_match or result.weak:
+            continue  # no commands from an entry that may not be the problem (nor from those below it)
         for c in e.commands[:6]:
-            if is_destructive(c):
-                out.append(f"   # {CAUTION[lang]}")
+            caution = command_caution(c, lang)
+            if caution:
+                out.append(f"   # {caution}")
             out.append("   $ " + c.replace("\n", "\n     "))
     return "\n".join(out)
 

@@ -38,7 +38,11 @@ INSTRUCTIONS = (
     "FAQ entry, the commands to run and numbered citations; `search` lists the matching entries; "
     "`get_entry` (or the resource faq://ENTRY_ID) reads one entry in full. `match` says how sure "
     "the answer is: 'match', 'weak' (the closest entry, shown without commands: check its "
-    "symptoms first) or 'none' (the knowledge base has no answer; do not invent one). After "
+    "symptoms first) or 'none' (the knowledge base has no answer; do not invent one). Every "
+    "result that lists `commands` also lists `destructive_commands` (they delete data, kill "
+    "processes or stop a machine: confirm with the user before running one) and "
+    "`placeholder_commands` (fill in each <placeholder> first; as written the shell reads < and > "
+    "as redirections). For a follow-up question, pass the earlier turns as `history`. After "
     "trying an answer, call `feedback` with the `ask` result as `answer`: vote 'up' when it fixed "
     "the error, 'down' when it did not (with `right_entry` if another entry did)."
 )

@@ -55,19 +55,28 @@ def echoed_question(answer: object) -> str:
 
 def _check_same_question(query: str, answer: dict) -> None:
     """The answer echoes the question it answers (kb/schema.py `query_echo`), normalised as the
-    service reads it; a follow-up searched with the earlier question comes last in the echo."""
+    service reads it; a follow-up searched with the earlier question comes last in the echo. Line
+    endings and the spaces around it do not count (agents re-serialise strings); a long question
+    is checked by its echoed start, or for a follow-up by its echoed end."""
     echoed = answer.get("query")
     if not isinstance(echoed, str):
         raise KbError('it has no "query": send the whole answer as it was given')
-    asked = valid_text(query).replace("\x00", " ")
+    asked = _plain(valid_text(query).replace("\x00", " "))
     if answer.get("query_truncated"):
-        head = echoed.removesuffix(" …")
-        chars = answer.get("query_chars")
-        same = asked.startswith(head) or (isinstance(chars, int) and chars > len(asked))  # a follow-up's
+        head = _plain(echoed.removesuffix(" …"))
+        tail = answer.get("query_tail")
+        tail = _plain(tail) if isinstance(tail, str) else ""
+        same = asked.startswith(head) or bool(tail and (tail.endswith(asked) or asked.endswith(tail)))
     else:
+        echoed = _plain(echoed)
         same = echoed == asked or echoed.endswith("\n" + asked)
     if not same:
-        raise KbError('it answers another question than "query"')
+        start = " ".join(echoed.split())[:60]
+        raise KbError(f'it answers another question than "query" (its question starts "{start}")')
+
+
+def _plain(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
 def _listed(answer: dict, name: str) -> list:

@@ -52,10 +52,13 @@ QUERY_ECHO_CHARS = 2000
 
 
 def query_echo(query: str) -> dict:
+    """The question an answer is about: whole, or its start and its end ("query_tail": where a
+    follow-up read with the earlier turns is, so a vote on it can be checked)."""
     if len(query) <= QUERY_ECHO_CHARS:
         return {"query": query}
     return {
         "query": query[: QUERY_ECHO_CHARS // 2] + " …",
+        "query_tail": query[-(QUERY_ECHO_CHARS // 2) :],
         "query_chars": len(query),
         "query_truncated": True,
     }

@@ -333,3 +333,25 @@ def test_the_store_is_readable_by_its_owner_only(store):
     store.add("api", "NCCL error(2) in my job", SHOWN_NONE, BY)
     for path in store.path.parent.glob(store.path.name + "*"):  # the database, its -wal and -shm
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_a_vote_is_checked_against_the_question_its_answer_echoes():
+    """An agent mixing up two calls' results must not file a 👍 for bread under an NCCL entry;
+    one that re-serialised the question (a trailing newline, CRLF) must not be refused."""
+    from kb.answer_json import shown_in_answer
+    from kb.schema import query_echo
+
+    def vote_on(asked: str, echoed_query: str) -> None:
+        shown_in_answer(None, asked, {**query_echo(echoed_query), "match": "none", "citations": []})
+
+    log = nccl_paste(1) + "\n" + "\n".join(f"step {i} loss 0.{i}" for i in range(300))
+    assert len(log) > 4000
+    vote_on(log, log)
+    with pytest.raises(KbError, match=r'another question than "query" \(its question starts'):
+        vote_on("How do I bake sourdough bread?", log)
+    follow_up = "what if I run it inside Docker?"
+    vote_on(follow_up, log + "\n" + follow_up)  # a follow-up is read with the earlier turns
+    vote_on("NCCL error(2)", "NCCL error(2)\n")
+    vote_on("NCCL error(2)\r\nin docker ", "NCCL error(2)\nin docker")
+    with pytest.raises(KbError):
+        vote_on("NCCL error(5)", "NCCL error(2)")

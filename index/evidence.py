@@ -22,7 +22,8 @@ def informative(tokens: Iterable[str]) -> set[str]:
 
 # Words that say something failed, or ask for help, without saying what (tokens as
 # index/text.py makes them: English stop words are already gone). A question made only of these
-# ("it does not work", "help", "training fails", "报错了") names nothing an entry could answer.
+# ("it does not work", "help", "training fails", "报错了", "what now?", "是什么意思？") names nothing
+# an entry could answer.
 # The gate cannot learn that: none of the sets it is fitted on has such a question, and it gave
 # "help" 0.57 and "it does not work" 0.83 on the bundled knowledge base, a match with commands.
 # No row of the real posts or of our gold sets consists only of these words and product names.
@@ -32,8 +33,9 @@ GENERIC_WORDS = frozenset(
     run runs running ran train training trained job jobs script code program model question please
     thanks thank something anything nothing get gets got getting happen happens happened idea
     ideas exception keep keeps kept still again always sometimes everything way tried try trying
-    want need know 报错 错误 出错 失败 问题 求助 帮忙 帮助 怎么办 怎么 如何 解决 训练 运行 程序
-    崩溃 不行 不能 不 用 跑 起来 大佬 看看 请问 谢谢 代码 模型 任务 异常 为什么 什么 原因 一直""".split()
+    want need know now next else mean means meaning 报错 错误 出错 失败 问题 求助 帮忙 帮助 怎么办 怎么
+    如何 解决 训练 运行 程序 崩溃 不行 不能 不 用 跑 起来 大佬 看看 请问 谢谢 代码 模型 任务 异常 为什么 什么
+    原因 一直 意思 下一步 接下来""".split()
 )
 
 

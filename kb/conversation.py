@@ -22,8 +22,22 @@ _REFERS_BACK = re.compile(
     r"how about|and|or|but)\b|如果|假如|那|还是|还|这个|那个|同样|也|呢|换成|改成",
     re.I,
 )
-# A question word alone asks about the answer just given: "why?", "为什么？".
-_ABOUT_THE_ANSWER = re.compile(r"^\W*(why( not| so)?|how (come|so)|为什么|为啥|怎么回事|然后呢)\W*$", re.I)
+# A question word alone asks about the answer just given: "why?", "为什么？", "what now?",
+# "是什么意思？". Read with the earlier question it wins over its own search: alone, "what now?"
+# matched an FAQ title that ends in "What now?" and was answered with that entry's commands.
+_ABOUT_THE_ANSWER = re.compile(
+    r"^\W*(why( not| so)?|how (come|so)|(and |so )?(what now|now what)|what('s| is)? next|"
+    r"what else( (can|should) i (try|do))?|what does (it|this|that) mean|"
+    r"(为什么|为啥|怎么)(会)?(这样|如此)?|怎么回事|然后呢|(这|那)?(是)?什么意思|怎么解决|如何解决|什么原因|咋办|怎么办|下一步(呢|怎么办)?|接下来呢)"
+    r"\W*$",
+    re.I,
+)
+
+
+def about_the_answer(query: str) -> bool:
+    return bool(_ABOUT_THE_ANSWER.match(query))
+
+
 # ...unless it quotes an error of its own: "now it says Out of memory", "那 torchrun: not found 呢"
 # are new problems, and read with the earlier question they got its answer again.
 _QUOTES = re.compile(

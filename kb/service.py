@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .answer import Answer, extractive, small_talk_answer
 from .config import Settings, load_settings
-from .conversation import CONFIDENT_ALONE, contextual_query, since_cleared, small_talk
+from .conversation import CONFIDENT_ALONE, about_the_answer, contextual_query, since_cleared, small_talk
 from .errors import KbError
 from .indexing import embedder_for, ensure_bundled, resolve_index, store_options
 from .present import reader_language
@@ -128,7 +128,12 @@ class KnowledgeBase:
         message, not of the earlier turns."""
         result = self._searcher.search(query, k=self.settings.top_k, lang=lang)
         joined = contextual_query(query, history) if history else None
-        if joined is None or (result.confidence or 0.0) >= CONFIDENT_ALONE:
+        if joined is None:
+            return result
+        if about_the_answer(query):  # "what now?" is about the answer just given, whatever else it matches
+            again = self._searcher.search(joined, k=self.settings.top_k, lang=lang or result.lang)
+            return result if again.no_match else again
+        if (result.confidence or 0.0) >= CONFIDENT_ALONE:
             return result
         again = self._searcher.search(joined, k=self.settings.top_k, lang=lang or result.lang)
         if again.no_match or (again.confidence or 0.0) <= (result.confidence or 0.0):

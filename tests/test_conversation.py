@@ -95,6 +95,14 @@ def test_a_follow_up_that_quotes_a_new_error_is_a_new_question(message):
         "why?",
         "为什么？",
         "how come",
+        "what now?",
+        "What next?",
+        "what else can I try?",
+        "what does it mean?",
+        "是什么意思？",
+        "怎么解决？",
+        "什么原因？",
+        "为什么会这样？",
     ],
 )
 def test_a_follow_up_that_points_back_is_read_with_the_question(message):

@@ -277,6 +277,20 @@ def test_history_helps_a_follow_up_and_nothing_else(seeds_kb):
     assert new.hits[0].entry.title == "NCCL error(5)"
 
 
+@pytest.mark.parametrize(
+    "message", ["what now?", "What next?", "what does it mean?", "是什么意思？", "怎么解决？"]
+)
+def test_a_question_about_the_answer_is_answered_from_the_conversation_and_alone_names_nothing(
+    seeds_kb, message
+):
+    """Alone they name nothing (no match, asked for the error line); after an answer they are
+    about it: "what now?" matched a title ending in "What now?" and got that entry's commands."""
+    assert seeds_kb.search(message).no_match
+    history = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "...")]
+    answered = seeds_kb.search_in_context(message, history)
+    assert "1343225860" in answered.hits[0].entry.title
+
+
 def test_a_new_error_thanks_and_clear_in_a_conversation(seeds_kb):
     history = [("user", "Init plugin so failed, ret = 1343225860"), ("assistant", "(the earlier answer)")]
     earlier = seeds_kb.search(history[0][1]).hits[0].entry.title

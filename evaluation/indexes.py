@@ -120,7 +120,9 @@ class Indexes:
         if self.index_arg:
             directory = Path(self.index_arg)
             if not (directory / "manifest.json").exists():
-                raise KbError(f"no index at {directory}; build one with `kb ingest PATH --index {directory}`")
+                from kb.service import no_index_message
+
+                raise KbError(no_index_message(directory))  # a folder of documents is named as such
             return directory
         if kb is not None:
             if kb not in self._built:

@@ -25,7 +25,7 @@ def _norm_title(title: str) -> str:
 
 def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
     """The entry `named` names, or None when it names none or several."""
-    named = named.strip()
+    named = named.strip().removeprefix("faq://")  # the resource URI the MCP door gives out
     if not named:
         return None
     entries = list(entries)

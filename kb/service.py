@@ -203,4 +203,10 @@ class KnowledgeBase:
             "sources": m.get("sources", []),
             "skipped": m.get("problems", []),  # files the last build left out, and why
             "warnings": m.get("warnings", []),  # files indexed with a caveat
+            # Which ranking model answers (KB_RANKER / `ranker` switches it): its file's name only.
+            "ranker": {
+                "model": Path(self.settings.ranker).name if self.settings.ranker else "default",
+                "fitted_at": self.model.meta.get("fitted_at"),
+                "embedder": self.model.meta.get("embedder"),
+            },
         }

@@ -94,6 +94,7 @@ def vote_json(row: Row) -> dict:
         "vote": row.vote,
         "in_queue": row.in_queue,
         "shown": {"match": row.match, "entries": row.shown},
+        "right_entry": row.right,  # what the name given resolved to (a part of a title, doc:lines ...)
     }
 
 

@@ -226,6 +226,12 @@ def test_batch_answers_every_line_in_order_and_reports_bad_ones(seeds_index):
         (("ask", "-"), "   \n\t", "empty"),
         (("search", "x", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
         (("ingest", "/nonexistent/docs", "--index", "/tmp/kb-test-never"), None, "no FAQ entries found"),
+        (("feedback", "list", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
+        (
+            ("feedback", "export", "--gold", "/tmp/kb-test-g.jsonl", "--index", "/nonexistent/idx"),
+            None,
+            "no index at",
+        ),
     ],
 )
 def test_wrong_input_exits_nonzero_with_one_line(args, stdin, message, tmp_path):

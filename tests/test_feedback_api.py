@@ -52,6 +52,7 @@ def test_votes_are_stored_with_what_was_shown(seeds_kb, tmp_path):
         down = {"query": NCCL_LINE, "vote": "down", "right_entry": "NCCL error(5)", "comment": "it was (5)"}
         status, body, _ = call(base, "POST", "/api/feedback", body=down)
         assert status == 201 and body["in_queue"] is True
+        assert body["right_entry"]["title"] == "NCCL error(5)"  # what the name resolved to
         status, gap, _ = call(
             base, "POST", "/api/feedback", body={"query": BREAD, "vote": "down", "lang": "zh"}
         )

@@ -98,6 +98,11 @@ def test_a_team_refits_on_its_exported_votes_and_the_doors_use_that_model(tmp_pa
     team_hit, shipped_hit = (json.loads(r.stdout)["hits"][0] for r in (with_team, shipped))
     assert "29500" in team_hit["title"] and team_hit["entry_id"] == shipped_hit["entry_id"]
     assert team_hit["score"] != shipped_hit["score"]
+    # ...and says which model answers (an operator switching models can check).
+    stats = json.loads(
+        run(["-m", "kb", "stats", "--json", "--index", index], home, KB_RANKER=str(out)).stdout
+    )
+    assert stats["ranker"]["model"] == out.name and stats["ranker"]["fitted_at"]
 
 
 def test_a_team_fit_says_what_it_is_missing(tmp_path):

@@ -134,7 +134,8 @@ async def vote_as_an_agent(client, kb) -> list[dict]:
     up = {"query": NCCL_LINE, "vote": "up", "answer": fixed, "comment": "NCCL_SOCKET_IFNAME=eth0 fixed it"}
     gap = payload(await client.call_tool("ask", {"query": BREAD}))
     right = fixed["citations"][0]["entry_id"]
-    down = {"query": BREAD, "vote": "down", "answer": json.dumps(gap), "right_entry": right}
+    # Named by the resource URI this server gives out for the entry.
+    down = {"query": BREAD, "vote": "down", "answer": json.dumps(gap), "right_entry": f"faq://{right}"}
     votes = [payload(await client.call_tool("feedback", args)) for args in (up, down)]
     refusals = {
         'field "vote"': {"query": NCCL_LINE, "vote": "maybe"},
@@ -167,6 +168,7 @@ def test_an_agent_says_whether_an_answer_worked(seeds_kb, store):
     up, down = anyio.run(main)
     assert (up["vote"], up["in_queue"], up["shown"]["match"]) == ("up", False, "match")
     assert (down["vote"], down["in_queue"], down["shown"]["match"]) == ("down", True, "none")
+    assert down["right_entry"]["title"] == "NCCL error(2)"  # the agent sees what its name resolved to
     rows = {r.query: r for r in store.rows()}
     assert set(rows) == {NCCL_LINE, BREAD}  # the refused votes stored nothing
     assert rows[NCCL_LINE].door == "mcp" and rows[NCCL_LINE].comment == "NCCL_SOCKET_IFNAME=eth0 fixed it"

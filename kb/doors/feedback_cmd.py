@@ -42,11 +42,16 @@ def _index_rows(settings, queue: bool = False) -> list:
     """The rows of the index the settings name (--index, KB_INDEX, kb.toml, else the bundled
     KB): one home's store serves every index, and an export for one must not name another's
     entries. Says on stderr how many rows other indexes answered."""
+    from index.backends import has_index
+
     from ..feedback import index_name
     from ..indexing import resolve_index, store_options
+    from ..service import no_index_message
 
     store = _store(settings)
-    index_dir, _ = resolve_index(settings)
+    index_dir, bundled = resolve_index(settings)
+    if not bundled and not has_index(store_options(settings), index_dir):
+        raise KbError(no_index_message(index_dir))  # a mistyped --index is no empty queue
     name = index_name(store_options(settings), index_dir)
     others = store.other_indexes(name)
     if others:

@@ -149,6 +149,11 @@ def stats_text(stats: dict) -> str:
         f"embedder: {emb_id}",
         f"built:    {stats['built_at']} (generation {stats['generation']})",
     ]
+    ranker = stats.get("ranker") or {}
+    if ranker:
+        lines.append(
+            f"ranker:   {ranker['model']} (fitted {ranker.get('fitted_at') or '?'} for {ranker.get('embedder') or '?'})"
+        )
     sources = stats.get("sources") or []
     lines.append("sources:  " + ("\n          ".join(sources) if sources else "-"))
     for label, notes in (("skipped", stats.get("skipped")), ("warnings", stats.get("warnings"))):

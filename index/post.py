@@ -61,6 +61,7 @@ _FRAME = re.compile(
 )
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*=+ ?backtrace", re.I)
 _EXCEPTION = re.compile(r"^\s*(?:\[\w+\]:\s*)?(?:[\w.]+\.)?[A-Za-z_]*(Error|Exception)\s*:\s*\S")
+_CPP_WHAT = re.compile(r"^\s*what\(\)\s*:")
 _LOG_LEVEL_QUIET = re.compile(r"\b(INFO|DEBUG|TRACE)\b|^\s*[ID]\d{4} ")
 _PERSON = re.compile(
     r"\b(I|I'm|I've|I'd|my|we|our|us|me|you|why|how|what|anyone|does|doesn't|should|is it|it's|"
@@ -76,6 +77,8 @@ _BOILERPLATE = re.compile(
     r"process returned a non-zero exit code|Primary job\s+terminated|error: subprocess-exited-with-error|"
     r"Set the environment variable HYDRA_FULL_ERROR|CUDA kernel errors might be asynchronously reported|"
     r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|"
+    r"Some NCCL operations have failed or timed out|Due to the asynchronous nature of CUDA kernels|"
+    r"To avoid data inconsistency, we are taking the entire process down|"
     r"^\s*warnings\.warn\(|FutureWarning|DeprecationWarning|UserWarning",
     re.I,
 )
@@ -162,6 +165,8 @@ def _is_env_line(line: str) -> bool:
 def _is_prose(raw: str, line: str) -> bool:
     if _FRAME.match(raw) or _TABLE.search(raw) or _CODEY.match(raw) or LOG_HINT.search(raw):
         return False
+    if _CPP_WHAT.match(raw):
+        return False  # a C++ exception's message (`what():  [Rank 3] Watchdog caught ...`), not a question
     cjk = cjk_count(line)
     if cjk >= 4:
         return True

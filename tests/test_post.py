@@ -218,3 +218,26 @@ def test_a_short_question_is_the_question():
 def test_empty_and_junk_posts_are_read_without_error():
     assert read_post("").errors == () and read_post("   \n\n").prose == ()
     assert read_post("\x00\x01\x02 🔥😭").lang == "en"
+
+
+def test_a_cpp_exception_message_is_an_error_and_pytorchs_teardown_lines_are_boilerplate():
+    """`what():` starts the message of the C++ exception that ended the process: the person did
+    not ask "what"; the three lines ProcessGroupNCCL prints before taking the process down come
+    with every NCCL failure, whatever it was."""
+    log = "\n".join(
+        [
+            "[rank3]:[E1124 10:31:05.8 140299 ProcessGroupNCCL.cpp:630] [Rank 3] Some NCCL operations have failed "
+            "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+            "corrupted/incomplete data.",
+            "[rank3]:[E1124 10:31:05.8 140299 ProcessGroupNCCL.cpp:636] [Rank 3] To avoid data inconsistency, we "
+            "are taking the entire process down.",
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            "  what():  [PG 0 (default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE) ran "
+            "for 1800087 milliseconds before timing out.",
+        ]
+    )
+    post = read_post(log)
+    assert post.question == ""
+    assert any("Watchdog caught collective operation timeout" in e for e in post.errors)
+    assert not any("Some NCCL operations" in e or "entire process down" in e for e in post.errors)

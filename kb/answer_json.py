@@ -92,8 +92,9 @@ def _entry_shown(kb, item: object, lang: str):
     entry_id = item.get("entry_id") if isinstance(item, dict) else None
     if not isinstance(entry_id, str) or entry_id not in by_id:
         raise KbError(
-            f"it shows an entry this index does not hold ({str(entry_id)[:80]!r}): "
-            "was it answered from another index?"
+            f"it shows an entry this index does not hold ({str(entry_id)[:80]!r}): the index was rebuilt "
+            "since (an entry's id changes with its title) or it was answered from another one; ask again and "
+            "vote on the new answer, or vote without the answer"
         )
     translated = item.get("translation") if isinstance(item, dict) else None
     other = translated.get("entry_id") if isinstance(translated, dict) else None

@@ -141,11 +141,13 @@ def _gold_json(row_id: str, rows: list[Row], expected: list[dict]) -> dict:
     from index.post import read_post
 
     latest = max(rows, key=lambda r: r.updated)
+    post = read_post(latest.query[:MAX_SIGNATURE_CHARS])
     return {
         "id": row_id,
         "query": latest.query,
-        "lang": latest.lang,
-        "kind": "log" if read_post(latest.query[:MAX_SIGNATURE_CHARS]).is_log else "question",
+        # The question's language (kb eval files rows under it), not the answer's a door showed.
+        "lang": post.lang if post.lang in ("zh", "en") else latest.lang,
+        "kind": "log" if post.is_log else "question",
         "expected": expected,
         "count": len(rows),
         "comments": [r.comment for r in rows if r.comment][:5],

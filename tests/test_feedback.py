@@ -355,3 +355,10 @@ def test_a_vote_is_checked_against_the_question_its_answer_echoes():
     vote_on("NCCL error(2)\r\nin docker ", "NCCL error(2)\nin docker")
     with pytest.raises(KbError):
         vote_on("NCCL error(5)", "NCCL error(2)")
+
+
+def test_an_exported_row_has_the_questions_language_not_the_answers(store):
+    """An English question answered in Chinese (lang="zh" asked for) is an en row for kb eval."""
+    store.add("mcp", "How do I bake sourdough bread with rye flour?", Shown("none", "zh", ()), BY)
+    [row] = export_rows(store.rows()).rows
+    assert row["lang"] == "en"

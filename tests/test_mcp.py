@@ -87,8 +87,25 @@ async def exercise(client, kb) -> dict:
     }
     bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})
     assert bad_k.is_error and payload(bad_k)["status"] == 422 and '"k"' in payload(bad_k)["error"]
-    for wrong in (True, "5"):  # as the API: not a number
-        assert (await client.call_tool("search", {"query": NCCL_LINE, "k": wrong})).is_error
+    # A wrong type, a wrong value and an unknown field are all the API's 422 JSON (an agent reads
+    # one shape); the SDK's pydantic text and silently dropped fields are not seen.
+    wrong_calls = [
+        ("search", {"query": NCCL_LINE, "k": True}, '"k"'),
+        ("search", {"query": NCCL_LINE, "k": "5"}, '"k"'),
+        ("search", {"query": 123}, '"query"'),
+        ("search", {"query": NCCL_LINE, "top_k": 3}, 'unknown field "top_k"'),
+        ("ask", {"query": NCCL_LINE, "history": "prev"}, '"history"'),
+        ("ask", {"query": NCCL_LINE, "lang": "fr"}, '"lang"'),
+        ("feedback", {"query": NCCL_LINE}, '"vote"'),
+    ]
+    for tool, args, field in wrong_calls:
+        result = await client.call_tool(tool, args)
+        error = payload(result)
+        assert result.is_error and error["status"] == 422 and field in error["error"], (tool, args, error)
+        assert "pydantic" not in error["error"]
+    schema = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}
+    assert schema["feedback"]["vote"]["enum"] == ["up", "down"]  # what an agent can send, said up front
+    assert schema["search"]["k"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": 50}
     empty = await client.call_tool("search", {"query": "   "})
     assert empty.is_error and "the query is empty" in payload(empty)["error"]
     out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))

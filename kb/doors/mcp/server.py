@@ -24,7 +24,7 @@ error: `feedback` stores that as a vote from the "mcp" door, by the API's rules 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at runtime, and
 # pydantic's Field is imported inside the function that defines them.
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ...errors import KbError
 from ...request import RequestError, history_field, k_field, lang_field, no_entry, query_field
@@ -47,6 +47,7 @@ INSTRUCTIONS = (
     "the error, 'down' when it did not (with `right_entry` if another entry did)."
 )
 
+Lang = Literal["zh", "en"]
 QUERY_HELP = "The error message, the pasted log (up to the size limit) or the question, zh or en"
 LANG_HELP = 'Answer language: "zh", "en", or null to follow the question'
 
@@ -83,13 +84,45 @@ def entry_markdown(kb, entry_id: str) -> str:
 
 def build_server(live: LiveKb, store=None):
     """The MCPServer for `live`; `store` (kb/feedback.py) receives its "no match" answers."""
-    from mcp.server.mcpserver import MCPServer
-
-    server = MCPServer("kb", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _checked_server_class()("kb", instructions=INSTRUCTIONS, log_level="WARNING")
     _add_tools(server, live, store)
     _add_feedback_tool(server, live, store)
     _add_resources(server, live)
     return server
+
+
+def _checked_server_class():
+    """MCPServer whose tools refuse arguments as the API does: a wrong type or an unknown field is
+    `{"error": 'field "k": ...', "status": 422}`, like a bad value (the SDK answered a wrong type
+    with pydantic's text and dropped unknown fields: `top_k: 3` gave five hits without a word)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class CheckedServer(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            tools = {t.name: t for t in await self.list_tools()}
+            known = set(tools[name].input_schema.get("properties", {})) if name in tools else None
+            unknown = sorted(set(arguments) - known) if known is not None else []
+            if unknown:
+                fields = ", ".join(f'"{f}"' for f in unknown)
+                return _refused(
+                    RequestError(
+                        422, f"unknown field {fields} (this tool takes: {', '.join(sorted(known or ()))})"
+                    )
+                )
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                if not isinstance(e.__cause__, ValidationError):
+                    raise
+                problems = [
+                    f'field "{".".join(str(p) for p in err["loc"])}": {err["msg"]}'
+                    for err in e.__cause__.errors()
+                ]
+                return _refused(RequestError(422, "; ".join(problems[:5])))
+
+    return CheckedServer
 
 
 def _add_tools(server, live: LiveKb, store) -> None:
@@ -99,7 +132,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     from ...feedback import Recording
     from ...schema import ask_json, entry_json, search_json
 
-    how_many = Field(description="How many entries (1-50; default: top_k)", strict=True)  # `true`, "5": 422
+    how_many = Field(description="How many entries (1-50; default: top_k)", strict=True, ge=1, le=50)
     settings = live.kb.settings
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     # The result's schema is the JSON object's; the tools build the result themselves, so the text
@@ -113,7 +146,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     def search(
         query: Annotated[str, Field(description=QUERY_HELP)],
         k: Annotated[int | None, how_many] = None,
-        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+        lang: Annotated[Lang | None, Field(description=LANG_HELP)] = None,
     ) -> Json:
         """Find the FAQ entries that match an error, a log or a question (the JSON of `kb search --json`)."""
         body = {"query": query, "k": k, "lang": lang}
@@ -126,7 +159,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     @server.tool(name="ask", annotations=read_only)
     def ask(
         query: Annotated[str, Field(description=QUERY_HELP)],
-        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+        lang: Annotated[Lang | None, Field(description=LANG_HELP)] = None,
         history: Annotated[
             list[dict[str, str]] | None,
             Field(description='Earlier turns: [{"role": "user"|"assistant", "content": str}]'),
@@ -177,7 +210,9 @@ def _add_feedback_tool(server, live: LiveKb, store) -> None:
     @server.tool(name="feedback", annotations=writes)
     def feedback(
         query: Annotated[str, Field(description="The query the answer was for, as it was sent")],
-        vote: Annotated[str, Field(description='"up": the answer fixed it; "down": it did not')],
+        vote: Annotated[
+            Literal["up", "down"], Field(description='"up": the answer fixed it; "down": it did not')
+        ],
         answer: Annotated[
             dict[str, Any] | str | None,
             Field(
@@ -188,7 +223,7 @@ def _add_feedback_tool(server, live: LiveKb, store) -> None:
             str | None, Field(description="The entry that did fix it: entry_id, doc:start-end or title")
         ] = None,
         comment: Annotated[str | None, Field(description="What happened when its commands were run")] = None,
-        lang: Annotated[str | None, Field(description=LANG_HELP)] = None,
+        lang: Annotated[Lang | None, Field(description=LANG_HELP)] = None,
     ) -> Json:
         """Record whether an answer worked, after trying it (the JSON of POST /api/feedback). A
         'down' vote puts the question in the queue people review, with right_entry if given."""

@@ -24,7 +24,7 @@ import hashlib
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -38,7 +38,7 @@ from .entries import encode
 from .facts import FactsTable, FactsWriter, document_products, facts_blob
 from .generation import build_lock, generation_name, write_generation
 from .lexical import Bm25, CountsBuilder
-from .previous import Previous, VectorsByText, code_key, file_changes, open_previous, write_files
+from .previous import Previous, VectorsByText, code_key, open_previous, write_files
 from .seams import Embedder
 from .segments import KEY_BYTES, Placement, Rows, place
 from .store import FORMAT_VERSION
@@ -80,7 +80,6 @@ class BuildStats:
     seconds_write: float = 0.0
     files_parsed: int = 0
     files_reused: int = 0
-    changes: dict[str, list[str]] = field(default_factory=dict)  # index/previous.py file_changes
     compacted: bool = True  # the vectors were written as one new segment (not base + delta)
 
     def stages(self) -> dict[str, float]:
@@ -287,7 +286,6 @@ class Builder:
             seconds_write=t_end - t_placed[0],
             files_parsed=sum(s.entries is not None for s in sources),
             files_reused=sum(s.entries is None for s in sources),
-            changes=file_changes(self.previous, sources),
             compacted=placed[0].compacted,
         )
 

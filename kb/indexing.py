@@ -185,6 +185,7 @@ def ingest(
     unless `follow_links_outside`. `embedder` replaces the one the settings name (the Embedder
     seam, index/seams.py)."""
     from index.build import Builder, VectorOptions
+    from index.previous import file_changes
     from ingest.link import read_declared_pairs
 
     settings = settings or load_settings()
@@ -214,8 +215,9 @@ def ingest(
             progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
             link=link,
         )
+        changes = file_changes(builder.previous, report.sources)
     outcome = _outcome(stats, report, skipped, warnings, str(index_dir))
-    outcome.dropped_sources = dropped
+    outcome.dropped_sources, outcome.changes = dropped, changes
     return outcome
 
 
@@ -271,7 +273,6 @@ def _outcome(stats, report, skipped: list[str], warnings: list[str], index: str)
         stages=stats.stages(),
         files_parsed=stats.files_parsed,
         files_reused=stats.files_reused,
-        changes=stats.changes,
     )
 
 

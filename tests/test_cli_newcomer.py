@@ -53,7 +53,8 @@ def test_cli_2_a_pipe_is_read_without_a_dash(bundled_kb):
 # 3. Answers stay valid markdown: a shortened entry never cuts a code block, and says so.
 def test_cli_3_a_long_entry_is_shortened_at_blocks_and_says_the_rest_is_in_the_source():
     from ingest.entry import Entry
-    from kb.answer import ANSWER_CHARS, LABELS, key_text
+    from kb.answer import LABELS
+    from kb.entry_text import ANSWER_CHARS, key_text
 
     why = "Why: " + "the shared memory of the container is too small for NCCL's buffers. " * 8
     steps = "\n\n".join(

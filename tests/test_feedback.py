@@ -24,9 +24,9 @@ from kb.feedback import (
     FeedbackStore,
     Shown,
     entry_ref,
-    scrub,
 )
 from kb.naming import resolve_entry
+from kb.secrets import scrub
 from kb.unanswered import export_rows, groups, signature, write_rows
 
 

@@ -87,8 +87,17 @@ async def exercise(client, kb) -> dict:
     }
     bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})
     assert bad_k.is_error and payload(bad_k)["status"] == 422 and '"k"' in payload(bad_k)["error"]
-    # A wrong type, a wrong value and an unknown field are all the API's 422 JSON (an agent reads
-    # one shape); the SDK's pydantic text and silently dropped fields are not seen.
+    await refuses_arguments_as_the_api_does(client)
+    empty = await client.call_tool("search", {"query": "   "})
+    assert empty.is_error and "the query is empty" in payload(empty)["error"]
+    out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))
+    out["entry_id"] = entry_id
+    return out
+
+
+async def refuses_arguments_as_the_api_does(client) -> None:
+    """A wrong type, a wrong value and an unknown field are all the API's 422 JSON (an agent reads
+    one shape); the SDK's pydantic text and silently dropped fields are not seen."""
     wrong_calls = [
         ("search", {"query": NCCL_LINE, "k": True}, '"k"'),
         ("search", {"query": NCCL_LINE, "k": "5"}, '"k"'),
@@ -106,11 +115,6 @@ async def exercise(client, kb) -> dict:
     schema = {t.name: t.input_schema["properties"] for t in (await client.list_tools()).tools}
     assert schema["feedback"]["vote"]["enum"] == ["up", "down"]  # what an agent can send, said up front
     assert schema["search"]["k"]["anyOf"][0] == {"type": "integer", "minimum": 1, "maximum": 50}
-    empty = await client.call_tool("search", {"query": "   "})
-    assert empty.is_error and "the query is empty" in payload(empty)["error"]
-    out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))
-    out["entry_id"] = entry_id
-    return out
 
 
 @pytest.fixture

@@ -209,7 +209,8 @@ def test_an_entry_that_is_only_code_shows_its_code():
     from dataclasses import replace
 
     from index.search import SearchResult
-    from kb.answer import ANSWER_CHARS, extractive
+    from kb.answer import extractive
+    from kb.entry_text import ANSWER_CHARS
 
     for block in (
         "```python\nimport datetime\ndist.init_process_group('nccl', timeout=datetime.timedelta(hours=1))\n```",

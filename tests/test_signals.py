@@ -56,7 +56,7 @@ def test_language_guess():
 
 def test_extractive_answer_keeps_placeholders_and_drops_html():
     from ingest.entry import Entry
-    from kb.answer import key_text
+    from kb.entry_text import key_text
 
     body = (
         "A: Check the DNS entry first.<br/>\n\n```bash\nnslookup <hostname>\n"

@@ -23,8 +23,10 @@ def valid_text(text: str) -> str:
 def decode_paste(data: bytes) -> str:
     """Piped bytes as text, read as ingest reads documents: UTF-8 (a byte-order mark dropped),
     UTF-16 with a mark or without one (PowerShell's `> log.txt`), else GBK/GB18030 (a zh_CN.GBK
-    terminal). A UTF-8 log with a few bad bytes stays UTF-8, the bad bytes as U+FFFD: GB18030
-    reads nearly any bytes, and would garble all of it."""
+    terminal). A UTF-8 log with a bad byte or two stays UTF-8, those as U+FFFD: GB18030 reads
+    nearly any bytes, and would garble all of it. A GBK log that is mostly ASCII (a few Chinese
+    words in English output) has a few invalid UTF-8 sequences per word, so no share of the bytes
+    tells them apart: the count does."""
     from ingest.read import UnreadableFile, decode_unicode
 
     try:
@@ -36,7 +38,7 @@ def decode_paste(data: bytes) -> str:
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     utf8 = data.decode("utf-8", errors="replace")
-    if utf8.count("\ufffd") <= max(2, len(data) // 200):  # GBK Chinese is mostly invalid UTF-8
+    if utf8.count("\ufffd") <= 2:
         return utf8
     try:
         return data.decode("gb18030")

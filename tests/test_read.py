@@ -98,6 +98,8 @@ def test_a_piped_paste_is_read_in_the_encodings_documents_are():
     # A UTF-8 log with one bad byte stays UTF-8 (GB18030 would read it, all of it garbled).
     assert decode_paste(b"Nccl error(2) \xff at step 7") == "Nccl error(2) \ufffd at step 7"
     assert decode_paste("训练卡住了".encode() + b"\xa0") == "训练卡住了\ufffd"  # GB18030: 璁粌鍗′綇浜啝
+    mostly_ascii = "\n".join(f"I1124 step {i} loss 0.{i}" for i in range(500)) + "\n训练卡住了 NCCL timeout"
+    assert decode_paste(mostly_ascii.encode("gbk")) == mostly_ascii
 
 
 def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):

@@ -229,8 +229,8 @@ def _dropped_sources(store, index_dir: Path, sources: list[str]) -> list[str]:
 
     try:
         manifest = live_manifest(store, index_dir)
-    except KbError:
-        return []  # an unreadable index is rebuilt; the build reports it
+    except Exception:  # noqa: BLE001 - a note only: an unreadable index or store is the build's to report
+        return []
     given = [Path(s) for s in sources]
     return [
         old

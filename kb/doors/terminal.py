@@ -180,7 +180,7 @@ def print_ingest(outcome) -> None:
         old = shlex.join(outcome.dropped_sources)
         print(
             f"note: this index was built from {old} before; it now holds only the paths given. To keep "
-            f"that too, give it with them: kb ingest {old} <the paths you gave> --index {outcome.index}",
+            f"that too, give it with them: kb ingest {old} <the paths you gave> --index {shlex.quote(outcome.index)}",
             file=sys.stderr,
         )
 

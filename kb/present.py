@@ -12,7 +12,7 @@ Slack's answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -40,8 +40,14 @@ FILL_IN = {
 
 def command_caution(command: str, lang: str) -> str:
     """The label a command is shown with: what it destroys, what to fill in; "" when neither."""
-    names = placeholders(command)
-    parts = [CAUTION[lang]] if is_destructive(command) else []
+    return block_caution([command], lang)
+
+
+def block_caution(lines: Sequence[str], lang: str) -> str:
+    """The label of a command, or of a code block by its lines: a destructive line gives the
+    caution, placeholders anywhere the note on filling them in; "" when neither."""
+    names = list(dict.fromkeys(n for line in lines for n in placeholders(line)))
+    parts = [CAUTION[lang]] if any(map(is_destructive, lines)) else []
     if names:
         parts.append(FILL_IN[lang].format(names=" ".join(names)))
     return " ".join(parts)
@@ -96,12 +102,18 @@ class Presentation:
     sources: tuple[Ref, ...]
     suggestions: tuple[Ref, ...]  # nearest entries when nothing matches, in the reader's language
     other_language: Ref | None  # the best source in the other language
-    caution: str  # the caution label, for code inside `text` that holds a destructive command
 
-    def destructive_blocks(self) -> list[int]:
-        """Indexes (among the fenced blocks of `text`) of the blocks holding a destructive line."""
-        blocks = [seg for seg in segments(self.text) if seg.code]
-        return [i for i, seg in enumerate(blocks) if any(map(is_destructive, seg.lines[1:-1]))]
+    def cautioned_text(self, mark: str = "> ⚠ ") -> str:
+        """`text` with each code block that holds a destructive command or a placeholder led by
+        its label (block_caution), as `mark` + label: the terminal's and Slack's answer. The
+        commands an answer shows in its blocks are not listed again, so without this a
+        placeholder in them went unlabelled."""
+        out: list[str] = []
+        for seg in segments(self.text):
+            label = block_caution(seg.lines[1:-1], self.lang) if seg.code else ""
+            out += [f"{mark}{label}", ""] if label else []
+            out += list(seg.lines)
+        return "\n".join(out)
 
 
 def reader_language(text: str, lang: str | None = None) -> str:
@@ -166,5 +178,4 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
         sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
         suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),
         other_language=_ref(other, docs_base_url) if other is not None else None,
-        caution=CAUTION[lang],
     )

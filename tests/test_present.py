@@ -88,6 +88,24 @@ def test_a_command_with_a_placeholder_says_what_to_fill_in_in_every_door_and_eve
         "slack": slack_text(answer),
     }.items():
         assert "Replace <image> before running" in text.replace("&lt;", "<").replace("&gt;", ">"), door
+    # The commands an answer shows in its own code blocks are not listed again: the blocks carry
+    # the label themselves (the bundled answer to NCCL error(2) showed `<image>` unlabelled).
+    in_text = Answer(
+        "q",
+        "en",
+        "fix:\n\n```bash\ndocker run -it <image> /bin/bash\n```\n\n[1]",
+        e.commands[:1],
+        (Citation(1, e),),
+        False,
+    )
+    for door, text in {
+        "terminal": render_text(in_text),
+        "chat": render_answer(in_text),
+        "slack": slack_text(in_text),
+    }.items():
+        label = "Replace <image> before running"
+        assert label in text.replace("&lt;", "<").replace("&gt;", ">"), door
+        assert "Replace <image>" not in text or door == "terminal", door  # no raw tag for a browser or Slack
     for shown in (ask_json(answer), hit_json(hit(e, None)), entry_json(e)):
         assert shown["destructive_commands"] == ["ipcrm -m <shmid>"]
         assert shown["placeholder_commands"] == list(e.commands[:2])

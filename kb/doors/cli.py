@@ -86,7 +86,7 @@ def render_text(answer, docs_base_url: str = "", lookup=None, head: bool = True)
         if p.matched_line:
             out.append(f"{p.labels['matched_line']}: {p.matched_line}")
         out.append("")
-    out.append(_cautioned(p.text, p.caution, p.destructive_blocks()))
+    out.append(p.cautioned_text())
     if p.suggestions:
         out += ["", p.labels["suggest"]]
         out += [f"  - {r.title} ({r.location})" for r in p.suggestions]
@@ -102,23 +102,6 @@ def render_text(answer, docs_base_url: str = "", lookup=None, head: bool = True)
         if p.other_language is not None:
             o = p.other_language
             out.append(f"  {p.labels['other_lang']}: {o.location} {o.title}")
-    return "\n".join(out)
-
-
-def _cautioned(text: str, caution: str, blocks: list[int]) -> str:
-    """The text with `> ⚠ caution` above each code block that holds a destructive command."""
-    if not blocks:
-        return text
-    from ingest.code import segments
-
-    out: list[str] = []
-    n = -1
-    for seg in segments(text):
-        if seg.code:
-            n += 1
-            if n in blocks:
-                out += [f"> ⚠ {caution}", ""]
-        out += list(seg.lines)
     return "\n".join(out)
 
 

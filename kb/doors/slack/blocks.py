@@ -129,7 +129,7 @@ def answer_blocks(answer: Answer, docs_base_url: str = "", lookup: Lookup | None
             blocks.append(_context(":warning: " + escape(p.warning)))
         if p.matched_line:
             blocks.append(_context(f"{escape(p.labels['matched_line'])}: `{escape(p.matched_line)}`"))
-    blocks.extend(_sections(to_mrkdwn(p.text)))
+    blocks.extend(_sections(to_mrkdwn(p.cautioned_text("⚠ "))))
     if p.suggestions:
         lines = [f"*{escape(p.labels['suggest'])}*"] + [f"• {entry_ref(r)}" for r in p.suggestions]
         blocks.extend(_sections("\n".join(lines)))

@@ -17,10 +17,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ingest.code import is_destructive
-
 from ...answer import LABELS, Answer
-from ...present import Lookup, Ref, entry_url, present
+from ...present import Lookup, Ref, block_caution, entry_url, present
 from .assets import PANEL_CSS
 
 if TYPE_CHECKING:
@@ -252,13 +250,14 @@ def link_citations(text: str, answer: Answer) -> str:
     return re.sub(r"(?<![\[\\])\[(\d{1,2})\](?![\(\[])", sub, text)
 
 
-def _label_destructive_fences(md: str, caution: str) -> str:
-    """A code block inside the answer text that holds a destructive command gets the caution too.
-    The fences here are the ones escape_md_html wrote (its own, at column 0)."""
+def _label_fences(md: str, lang: str) -> str:
+    """A code block inside the answer text that holds a destructive command or a placeholder gets
+    its label too (kb/present.py block_caution). The fences here are the ones escape_md_html
+    wrote (its own, at column 0); the label's `<` and `>` are written as entities."""
 
     def sub(m: re.Match) -> str:
-        lines = m.group(0).split("\n")[1:-1]
-        return f"> ⚠ **{caution}**\n\n{m.group(0)}" if any(map(is_destructive, lines)) else m.group(0)
+        label = block_caution(m.group(0).split("\n")[1:-1], lang)
+        return f"> ⚠ **{_prose(label)}**\n\n{m.group(0)}" if label else m.group(0)
 
     return _FENCE.sub(sub, md)
 
@@ -318,12 +317,12 @@ def render_answer(
             out.append(labels["suggest"])
             out.append("\n".join(_ref_line(r, r.title) for r in p.suggestions))
         return "\n\n".join([*out, share] if share else out)
-    out.append(_label_destructive_fences(link_citations(escape_md_html(p.text), answer), p.caution))
+    out.append(_label_fences(link_citations(escape_md_html(p.text), answer), p.lang))
     if p.commands:
         out.append(f"**{labels['commands']}**")
         for c in p.commands:
             if c.caution:
-                out.append(f"> ⚠ **{c.caution}**")
+                out.append(f"> ⚠ **{_prose(c.caution)}**")
             out.append(code_block(c.text))
     if p.sources:
         out.append(f"**{labels['sources']}**")

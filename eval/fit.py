@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from evaluation import crossval  # noqa: E402
+from evaluation import crossval, subsets  # noqa: E402
+from evaluation.fit_report import mean_of, render  # noqa: E402
 from evaluation.gold import load_gold, shared_dir  # noqa: E402
 from evaluation.indexes import Indexes, Target  # noqa: E402
 from evaluation.metrics import Outcome, grouped, metrics  # noqa: E402
@@ -64,6 +64,7 @@ def collect_all(settings, progress):
     dev_examples = crossval.collect(
         dev, {n: Searcher(t.loaded, embedder) for n, t in targets.items()}, progress
     )
+    companions = subsets.companions(dev, settings, embedder, progress)
     own = []
     sources = [
         {
@@ -71,7 +72,13 @@ def collect_all(settings, progress):
             "path": "../shared/eval/real_dev.jsonl",
             "rows": len(dev.rows),
             "sha1": _digest(dev.path),
-        }
+        },
+        {
+            "set": subsets.SET_NAME,
+            "path": "each real post in an index of one document",
+            "rows": len(companions),
+            "documents": len({ex.kb for ex in companions}),
+        },
     ]
     for name in GOLD_FILES:
         gold = load_gold(GOLD_DIR / name, settings.shared)
@@ -85,7 +92,7 @@ def collect_all(settings, progress):
                 "sha1": _digest(gold.path),
             }
         )
-    return dev, targets, dev_examples, own, sources, embedder
+    return dev, targets, dev_examples, companions, own, sources, embedder
 
 
 @dataclass
@@ -153,14 +160,24 @@ def collect_team(golds, target, embedder, progress) -> tuple[list[TeamSet], list
     return teams, sources
 
 
-def cross_validated(dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None) -> dict:
+def cross_validated(
+    dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None, companions=()
+) -> dict:
     """Pooled held-out judgements per repeat, and fold means over every fold of every repeat
-    (of the shared posts; of each team set apart, under "team")."""
+    (of the shared posts; of each team set apart, under "team"; of the one-document indexes
+    per repeat, under "one_document")."""
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
-    repeats, fold_metrics = [], []
+    repeats, fold_metrics, one_document = [], [], []
     team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
     for seed in range(REPEATS if splits is None else splits):
-        outcomes, folds = crossval.cross_validate(people, own, K, seed=seed, progress=progress)
+        outcomes, folds = crossval.cross_validate(
+            people, own, K, seed=seed, progress=progress, companions=companions
+        )
+        if companions:
+            one_document.append(
+                subsets.held_out(companions, [outcomes[len(people) + i] for i in range(len(companions))])
+            )
+        folds = folds[: len(people)]
         by_row: dict[str, list[Outcome]] = {}
         for i, ex in enumerate(people):
             by_row.setdefault(ex.row.id, []).append(outcomes[i])
@@ -176,131 +193,7 @@ def cross_validated(dev, targets, dev_examples, own, progress, teams=(), splits:
                 for f in range(crossval.FOLDS)
                 if (js := [j for j in tj if fold_of[j.row.id] == f])
             ]
-    return {"repeats": repeats, "folds": fold_metrics, "team": team_folds}
-
-
-def _mean(groups: list[dict], path: tuple[str, ...], key: str) -> float | None:
-    vals = []
-    for g in groups:
-        node = g
-        for p in path:
-            node = node.get(p, {})
-        if node.get(key) is not None:
-            vals.append(node[key])
-    return round(statistics.mean(vals), 4) if vals else None
-
-
-def _fold_rows(cv: dict, groups) -> list[str]:
-    folds = cv["folds"]
-    lines = []
-    pooled = cv["repeats"][0]
-    for label, path in groups:
-        node = pooled
-        for p in path:
-            node = node.get(p, {})
-        if not node:
-            continue
-        cells = []
-        keys = ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention", "ranking_hit@1")
-        for key in (*keys, "unanswerable_matched", "match_precision"):
-            v = _mean(folds, path, key)
-            cells.append("-" if v is None else f"{v:.3f}")
-        lines.append(f"| {label} | {node['queries']} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def _model_rows(model: dict) -> list[str]:
-    th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
-    lines = [
-        "",
-        "## The committed model",
-        "",
-        f'"No match" below the gate\'s probability, by query shape: {th}. Shown as a match (with its '
-        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands.",
-        "",
-    ]
-    lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
-    lines += [
-        f"| {f} | {w:+.3f} |"
-        for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
-    ]
-    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
-    lines += [
-        f"| {f} | {w:+.3f} |"
-        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
-    ]
-    return lines
-
-
-def render(report: dict) -> str:
-    cv = report["cv"]
-    data = ", ".join(f"{s['set']} ({s['rows']} rows)" for s in report["sources"])
-    lines = [
-        "# Ranking model and no-match gate: cross-validated on real posts",
-        "",
-        f"Fitted {report['fitted_at']} with `python eval/fit.py` (embedder {report['embedder']}). "
-        f"Data: {data}. "
-        f"{crossval.FOLDS}-fold cross-validation over the real posts, stratified by knowledge base and "
-        f"answerability, repeated {report.get('repeats', REPEATS)} times; every fold's model is fitted on the other folds plus the "
-        "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
-        "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
-        'both say "no match".',
-        "",
-        "## Fold means (cross-validated)",
-        "",
-        '| rows | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
-        "ranking Hit@1 (before the gate) | unanswerable shown as a match | matches that are right |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    groups = [("all", ("overall",)), ("seeds", ("by_kb", "seeds")), ("corpus", ("by_kb", "corpus")),
-              ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
-              ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
-              ("partial", ("by_kind", "partial"))]  # fmt: skip
-    lines += _fold_rows(cv, groups)
-    ins = report["in_sample"]
-    lines += [
-        "",
-        "## In-sample (the committed model on the posts it was fitted on)",
-        "",
-        '| rows | Hit@1 | Hit@5 | "no match" on unanswerable | answerable turned away |',
-        "|---|---|---|---|---|",
-    ]
-    for label, path in groups[:4]:
-        node = ins
-        for p in path:
-            node = node.get(p, {})
-        if node:
-            lines.append(
-                f"| {label} | {node.get('hit@1') or 0:.3f} | {node.get('hit@5') or 0:.3f} | "
-                f"{node.get('abstention') or 0:.3f} | {node.get('false_abstention') or 0:.3f} |"
-            )
-    lines += _team_rows(report)
-    lines += _model_rows(report["model"])
-    return "\n".join(lines) + "\n"
-
-
-def _team_rows(report: dict) -> list[str]:
-    if not report.get("team"):
-        return []
-    lines = [
-        "",
-        "## The team's own posts (--gold)",
-        "",
-        "Cross-validated with the shared posts (fold means), and in-sample (the committed model).",
-        "",
-        '| set | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
-        "Hit@1 in-sample |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, t in report["team"].items():
-        cells = [
-            _mean(t["folds"], (), key)
-            for key in ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention")
-        ]
-        cells.append(t["in_sample"].get("hit@1"))
-        text = " | ".join("-" if v is None else f"{v:.3f}" for v in cells)
-        lines.append(f"| {name} | {t['in_sample']['queries']} | {text} |")
-    return lines
+    return {"repeats": repeats, "folds": fold_metrics, "team": team_folds, "one_document": one_document}
 
 
 def _arguments(argv):
@@ -334,13 +227,13 @@ def main(argv=None) -> int:
     t0 = time.time()
     try:
         golds, team_index = load_team(settings, args.gold, args.index, progress)
-        dev, targets, dev_examples, own, sources, embedder = collect_all(settings, progress)
+        dev, targets, dev_examples, companions, own, sources, embedder = collect_all(settings, progress)
         unique_ids([dev, *golds])
     except KbError as e:
         sys.exit(f"fit: {e}")
     teams, team_sources = collect_team(golds, team_index, embedder, progress)
     sources += team_sources
-    cv = cross_validated(dev, targets, dev_examples, own, progress, teams, args.repeats)
+    cv = cross_validated(dev, targets, dev_examples, own, progress, teams, args.repeats, companions)
     meta = {
         "embedder": embedder.id,
         "fitted_at": time.strftime("%Y-%m-%d %H:%M"),
@@ -351,12 +244,12 @@ def main(argv=None) -> int:
         "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
         "cross_validated": {
-            key: _mean(cv["folds"], ("overall",), key)
+            key: mean_of(cv["folds"], ("overall",), key)
             for key in ("hit@1", "hit@5", "abstention", "false_abstention")
         },
     }
     team_examples = [ex for t in teams for ex in t.examples]
-    model = crossval.fit([*dev_examples, *team_examples, *own], meta=meta)
+    model = crossval.fit([*dev_examples, *team_examples, *own, *companions], meta=meta)
     by_row: dict[str, list[Outcome]] = {}
     for ex in [*dev_examples, *team_examples]:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))

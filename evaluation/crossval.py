@@ -30,6 +30,9 @@ SET_WEIGHTS = {
     "crosslingual_zh2en": 0.15,
     "crosslingual_en2zh": 0.15,
     "crosslingual_both": 0.1,
+    # Each real post searched in each one-document index (evaluation/subsets.py, which weighs
+    # them): only the gate of a small index learns from them, with a team's own small index.
+    "real_dev_docs": 1.0,
 }
 # The share of a set's answerable queries the gate may turn away (the CI floors allow a little
 # more): the threshold is the strictest that keeps every set within its budget. Real posts get
@@ -66,10 +69,14 @@ class Example:
     # A post people wrote (the real posts, a team's own labelled posts), not one of our sets:
     # it weighs fully, and such posts decide how sure a match must be.
     real: bool = False
+    # Searched in an index of one document (evaluation/subsets.py): teaches the gate of a small
+    # index only (index/ranker.py RankModel.small).
+    gate_only: bool = False
+    share: float = 1.0  # of its set's weight (evaluation/subsets.py balance)
 
     @property
     def weight(self) -> float:
-        return SET_WEIGHTS.get(self.set_name, 1.0 if self.real else 0.5)
+        return self.share * SET_WEIGHTS.get(self.set_name, 1.0 if self.real else 0.5)
 
 
 def _positive(row: GoldRow, entries: Sequence, translations: Sequence) -> np.ndarray:
@@ -86,14 +93,16 @@ def collect(
     searchers: dict[str | None, object],
     progress: Callable | None = None,
     real: bool | None = None,
+    gate_only: str = "",
 ) -> list[Example]:
     """Search every row of a set (an unanswerable real post in every knowledge base). `real`:
     its rows are posts people wrote (default: when it is in the real-post form, a knowledge
-    base per row)."""
+    base per row). `gate_only`: the set name of searches in one-document indexes, every row in
+    each of `searchers`."""
     real = gold.per_row_kb if real is None else real
     out = []
     for n, row in enumerate(gold.rows, 1):
-        kbs = [row.kb] if row.kb in searchers else list(searchers)
+        kbs = [row.kb] if row.kb in searchers and not gate_only else list(searchers)
         for kb in kbs:
             searcher = searchers[kb]
             t0 = time.perf_counter()
@@ -105,8 +114,10 @@ def collect(
                 searcher.index.entries[by_id[e.translation]] if e.translation in by_id else None
                 for e in entries
             ]
+            positive = _positive(row, entries, translations)
+            name = gate_only or gold.path.stem
             out.append(
-                Example(gold.path.stem, row, kb, searcher, c, _positive(row, entries, translations), dt, real)
+                Example(name, row, kb, searcher, c, positive, dt, real and not gate_only, bool(gate_only))
             )
         if progress:
             progress("search", n, len(gold.rows), row.id)
@@ -138,59 +149,79 @@ def _top_right(ex: Example, faqs) -> bool:
 
 def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None = None):
     """The ranking model, then the gate on what that model ranks first, then the threshold."""
-    from index.ranker import GATE_FEATURES, SHAPES, RankModel, query_shape
+    from index.ranker import GATE_FEATURES, RankModel, smallness
 
-    from .fitting import fit_gate, fit_rank, pick_confident, pick_threshold
+    from .fitting import fit_gate, fit_rank, fit_small_index, pick_confident
 
     l2 = L2 if l2 is None else l2
     with_cands = [ex for ex in examples if len(ex.candidates.entries)]
-    x = np.vstack([ex.candidates.x for ex in with_cands])
-    y = np.concatenate([ex.positive for ex in with_cands])
-    groups = np.concatenate([np.full(len(ex.candidates.entries), g) for g, ex in enumerate(with_cands)])
-    weights = np.array([ex.weight for ex in with_cands])
-    names = with_cands[0].candidates.names
+    ranked = [ex for ex in with_cands if not ex.gate_only]
+    x = np.vstack([ex.candidates.x for ex in ranked])
+    y = np.concatenate([ex.positive for ex in ranked])
+    groups = np.concatenate([np.full(len(ex.candidates.entries), g) for g, ex in enumerate(ranked)])
+    weights = np.array([ex.weight for ex in ranked])
+    names = ranked[0].candidates.names
     rank = fit_rank(x, y, groups, names, weights, l2)
     draft = RankModel(rank, rank, {})  # the gate is not used by `rank`
 
-    rows, labels, sw, sets, answerable = [], [], [], [], []
+    rows, labels, sw, answerable = [], [], [], []
     for ex in with_cands:
         faqs, gate_row = ex.searcher.rank(ex.candidates, draft)
         rows.append(gate_row)
         labels.append(ex.row.answerable and _top_right(ex, faqs))
         sw.append(ex.weight)
-        sets.append(ex.set_name)
         answerable.append(ex.row.answerable)
-    g = np.vstack(rows)
-    gate = fit_gate(g, np.array(labels), GATE_FEATURES, np.array(sw), l2)
-    model = RankModel(rank, gate, {})
-    conf = model.confidence(g)
-    answerable_arr = np.array(answerable)
-    shapes = np.array(
-        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands]
-    )
-    thresholds = {}
-    real_sets = {ex.set_name for ex in with_cands if ex.real}
-    for shape in SHAPES:
-        per_set = []
-        for name in sorted(set(sets)):
-            mask = (np.array(sets) == name) & (shapes == shape)
-            if (mask & answerable_arr).sum() >= MIN_ANSWERABLE:  # too few to say what a budget allows
-                # Posts people wrote (a team's own too) get the real posts' budget.
-                default = FALSE_ABSTENTION_BUDGET[REAL_POSTS] if name in real_sets else 0.05
-                budget = FALSE_ABSTENTION_BUDGET.get(name, default)
-                per_set.append(
-                    pick_threshold(conf[mask & answerable_arr], conf[mask & ~answerable_arr], budget)
-                )
-        thresholds[shape] = min(per_set, default=0.0)
+    g, right, weight = np.vstack(rows), np.array(labels), np.array(sw)
+    # The gate learns from the searches in full indexes; the gate of a small index is fitted
+    # apart, on the searches in small ones (one-document indexes, a team's own small index).
+    small = np.array([smallness(len(ex.searcher.index.entries)) for ex in with_cands])
+    full = ~np.array([ex.gate_only for ex in with_cands])
+    gate = fit_gate(g[full], right[full], GATE_FEATURES, weight[full], l2)
+    in_small = small > 0
+    correction = None
+    if in_small.any():
+        z = gate(g[in_small])
+        correction = fit_small_index(
+            g[in_small], z, small[in_small], right[in_small], GATE_FEATURES, weight[in_small], l2
+        )
+    model = RankModel(rank, gate, {}, small=correction)
+    conf = model.confidence(g, small)
+    thresholds = _thresholds(with_cands, conf, np.array(answerable))
     # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
     # Unanswerable posts count as wrong answers: they are what a match shown with its commands
     # must not be given to (with answerable posts alone, the topic features lowered this level
     # and the share of unanswerable posts shown as a match rose from 0.22 to 0.36, held out).
     # Without real posts (a fit on our own sets alone), every row counts the same way.
     real = np.array([ex.real for ex in with_cands])
-    natural = real if real.any() else np.ones(len(sets), dtype=bool)
-    confident = pick_confident(conf[natural], np.array(labels)[natural], MATCH_PRECISION)
-    return RankModel(rank, gate, thresholds, meta or {}, max(confident, max(thresholds.values())))
+    natural = real if real.any() else np.ones(len(with_cands), dtype=bool)
+    confident = pick_confident(conf[natural], right[natural], MATCH_PRECISION)
+    return RankModel(rank, gate, thresholds, meta or {}, max(confident, max(thresholds.values())), correction)
+
+
+def _thresholds(examples: Sequence[Example], conf: np.ndarray, answerable: np.ndarray) -> dict[str, float]:
+    """Per query shape, the strictest gate probability that keeps every set's answerable queries
+    of that shape turned away within its budget (searches in one-document indexes set none)."""
+    from index.ranker import SHAPES, query_shape
+
+    from .fitting import pick_threshold
+
+    shapes = np.array(
+        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in examples]
+    )
+    sets = np.array([ex.set_name for ex in examples])
+    real_sets = {ex.set_name for ex in examples if ex.real}
+    thresholds = {}
+    for shape in SHAPES:
+        per_set = []
+        for name in sorted({ex.set_name for ex in examples if not ex.gate_only}):
+            mask = (sets == name) & (shapes == shape)
+            if (mask & answerable).sum() >= MIN_ANSWERABLE:  # too few to say what a budget allows
+                # Posts people wrote (a team's own too) get the real posts' budget.
+                default = FALSE_ABSTENTION_BUDGET[REAL_POSTS] if name in real_sets else 0.05
+                budget = FALSE_ABSTENTION_BUDGET.get(name, default)
+                per_set.append(pick_threshold(conf[mask & answerable], conf[mask & ~answerable], budget))
+        thresholds[shape] = min(per_set, default=0.0)
+    return thresholds
 
 
 def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
@@ -222,17 +253,26 @@ def folds_by_set(examples: Sequence[Example], k: int = FOLDS, seed: int = 0) -> 
 
 
 def cross_validate(
-    dev: Sequence[Example], extra: Sequence[Example], k: int, folds: int = FOLDS, seed: int = 0, progress=None
+    dev: Sequence[Example],
+    extra: Sequence[Example],
+    k: int,
+    folds: int = FOLDS,
+    seed: int = 0,
+    progress=None,
+    companions: Sequence[Example] = (),
 ) -> tuple[dict[int, Outcome], list[int]]:
-    """Held-out outcomes for every example of `dev` (by position), and its fold."""
+    """Held-out outcomes for every example of `dev` (by position), and its fold. `companions`
+    are more searches of the posts of `dev` (in one-document indexes): each is fitted on with
+    its post and scored by the model of its post's fold (their outcomes follow dev's)."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
+    both = [*dev, *companions]
     for f in range(folds):
-        train = [ex for ex in dev if fold_of[ex.row.id] != f] + list(extra)
+        train = [ex for ex in both if fold_of[ex.row.id] != f] + list(extra)
         model = fit(train)
-        for i, ex in enumerate(dev):
+        for i, ex in enumerate(both):
             if fold_of[ex.row.id] == f:
                 outcomes[i] = decide(ex, model, k)
         if progress:
             progress("cross-validation", f + 1, folds, "")
-    return outcomes, [fold_of[ex.row.id] for ex in dev]
+    return outcomes, [fold_of[ex.row.id] for ex in both]

@@ -91,6 +91,39 @@ def fit_gate(
     return Linear(features, mean, scale, res.x[:-1], float(res.x[-1]))
 
 
+def fit_small_index(
+    x: np.ndarray,
+    logit: np.ndarray,
+    small: np.ndarray,
+    y: np.ndarray,
+    features: tuple[str, ...],
+    sample_weight: np.ndarray,
+    l2: float = 1.0,
+) -> Linear:
+    """The gate of a small index (index/ranker.py RankModel.small): its logit is blended with the
+    gate's `logit` by smallness s, (1 - s) logit + s (w . x + b), and w, b are fitted by an
+    L2-regularised logistic regression with the gate's share as offset, over searches in
+    indexes of smallness s > 0."""
+    minimize = _minimize()
+
+    sw = np.asarray(sample_weight, dtype=float)
+    mean, scale = _standardise(x, sw)
+    z = small[:, None] * np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    offset = (1.0 - small) * logit
+    y = y.astype(float)
+
+    def loss(wb: np.ndarray) -> tuple[float, np.ndarray]:
+        s = offset + z @ wb
+        p = 1.0 / (1.0 + np.exp(-s))
+        ll = sw * (np.logaddexp(0, s) - y * s)
+        g = z.T @ (sw * (p - y))
+        g[:-1] += 2 * l2 * wb[:-1]
+        return (ll.sum() + l2 * wb[:-1] @ wb[:-1]) / sw.sum(), g / sw.sum()
+
+    res = minimize(loss, np.zeros(z.shape[1]), jac=True, method="L-BFGS-B")
+    return Linear(features, mean, scale, res.x[:-1], float(res.x[-1]))
+
+
 def pick_confident(conf: np.ndarray, right: np.ndarray, precision: float) -> float:
     """The lowest gate probability from which at least `precision` of the top answers are right
     (over answerable queries), so that an answer shown as a match is one more often than not."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kb.config import Settings, load_settings
 
-from . import crossval, llm_stage
+from . import crossval, llm_stage, subsets
 from .gold import GoldRow, GoldSet, entry_matches, load_gold
 from .indexes import Indexes, Target
 from .metrics import Judged, Outcome, grouped, judge, metrics, misses
@@ -105,6 +105,7 @@ class SetResult:
     unresolved: list[str] = field(default_factory=list)
     fold_means: dict | None = None  # cross-validation: metrics averaged over folds
     folds: int = 0
+    one_document: dict | None = None  # cross-validation in one-document indexes (evaluation/subsets.py)
     llm: dict | None = None  # `--llm`: what the language model did (evaluation/llm_stage.py)
 
     def report(self, k: int, with_misses: bool = True) -> dict:
@@ -123,6 +124,8 @@ class SetResult:
         }
         if self.fold_means is not None:
             out["cross_validation"] = {"folds": self.folds, "fold_means": self.fold_means}
+            if self.one_document:
+                out["cross_validation"]["one_document_indexes"] = self.one_document
         if self.llm is not None:
             out["language_model"] = self.llm
         return out
@@ -182,7 +185,18 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
         res.judged[llm_stage.SYSTEM] = _judge_all(gold, read, targets, k)
     if not (cross_validate and gold.per_row_kb):
         return
-    outcomes, folds = crossval.cross_validate(examples, training.examples(), k, progress=progress)
+    # The fit's one-document searches (eval/fit.py does the same), when the set names its
+    # knowledge bases rather than an --index.
+    settings = training.indexes.settings
+    companions = [] if training.indexes.index_arg else subsets.companions(gold, settings, embedder, progress)
+    outcomes, folds = crossval.cross_validate(
+        examples, training.examples(), k, progress=progress, companions=companions
+    )
+    if companions:
+        res.one_document = subsets.held_out(
+            companions, [outcomes[len(examples) + i] for i in range(len(companions))]
+        )
+    folds = folds[: len(examples)]
     cv_rows: dict[str, list[Outcome]] = {}
     for i, ex in enumerate(examples):
         cv_rows.setdefault(ex.row.id, []).append(outcomes[i])
@@ -313,6 +327,13 @@ def text_report(results: list[SetResult], k: int) -> str:
                 f"Hit@5 {fm['hit@5']:.3f}, abstention {fm.get('abstention', 0):.3f}, "
                 f"false abstention {fm['false_abstention']:.3f}"
             )
+            if res.one_document:
+                d = res.one_document
+                out.append(
+                    f"in {d['documents']} one-document indexes: of the searches a document answers, "
+                    f"{d['answered_right']:.3f} shown the right entry as a match, {d['answered_wrong']:.3f} a wrong "
+                    f"one; of the others, {d['others_matched']:.3f} shown a match"
+                )
             out.append("")
         if res.llm is not None:
             m = res.llm

@@ -1,6 +1,6 @@
 """The ranking model and the no-match gate: weights fitted on real posts, not set by hand.
 
-Two small linear models over the evidence of index/features.py:
+Small linear models over the evidence of index/features.py:
 
 1. Ranking: score = w . standardised(features). Fitted listwise (a softmax over each post's
    candidates, maximising the probability of the entries that answer it), which is what Hit@1
@@ -11,8 +11,11 @@ Two small linear models over the evidence of index/features.py:
    query_shape) has its threshold: the highest that keeps the answerable queries of that shape
    turned away at or under each set's budget; a wrong answer with a command is worse than
    "no match", but a gate that turns away real questions is not used twice.
+3. The gate of a small index (fewer than SMALL_INDEX entries): the same features with weights
+   of their own, blended in as the index shrinks, because there the top answer's lead over
+   the others says little (a team's FAQ of six entries, not the shared corpus).
 
-evaluation/fitting.py fits both: eval/fit.py on ../shared/eval/real_dev.jsonl and the project's
+evaluation/fitting.py fits them: eval/fit.py on ../shared/eval/real_dev.jsonl and the project's
 gold sets with k-fold cross-validation, and writes the weights with the data they came from to
 index/models/. The weights depend on the embedder (cosines of another model sit elsewhere):
 refit for another one.
@@ -105,6 +108,18 @@ class Linear:
         return np.asarray(x)[:, [names.index(f) for f in self.features]]
 
 
+# Below this many entries every entry of an index is a candidate (index/search.py takes 40 from
+# each leg), and the gate's evidence that is relative to the other candidates (the top answer's
+# lead, the softmax mass it holds) says less: an index of one entry gives its only entry every
+# lead there is. See RankModel.small.
+SMALL_INDEX = 40
+
+
+def smallness(entries: int) -> float:
+    """0 for an index of SMALL_INDEX entries or more, rising to 1 as it shrinks to none."""
+    return max(0.0, 1.0 - entries / SMALL_INDEX)
+
+
 SHAPES = ("post", "short")
 
 
@@ -125,13 +140,24 @@ class RankModel:
     # From this gate probability on, an answer is a match; below it (and above the threshold) it
     # is shown as the closest entry, which may not be the problem, and without its commands.
     confident: float = 0.5
+    # The gate of a small index, over GATE_FEATURES: the logit is (1 - s) gate + s small, with
+    # s = smallness(entries); fitted on real posts searched in one-document indexes
+    # (evaluation/subsets.py). An index of SMALL_INDEX entries or more gets the gate alone, as
+    # does every index with a model file that has none.
+    small: Linear | None = None
 
     def threshold(self, shape: str) -> float:
         return self.thresholds.get(shape, min(self.thresholds.values(), default=0.5))
 
-    def confidence(self, gate_rows: np.ndarray) -> np.ndarray:
-        """P(the top answer is right) for rows of GATE_FEATURES (in the gate's own order)."""
-        return 1.0 / (1.0 + np.exp(-self.gate(np.atleast_2d(gate_rows))))
+    def confidence(self, gate_rows: np.ndarray, small: float | np.ndarray = 0.0) -> np.ndarray:
+        """P(the top answer is right) for rows of GATE_FEATURES (in the gate's own order), searched
+        in an index of `small` = smallness(entries) (one value, or one per row)."""
+        rows = np.atleast_2d(gate_rows)
+        z = self.gate(rows)
+        if self.small is not None:
+            s = np.broadcast_to(np.asarray(small, dtype=np.float64), z.shape)
+            z = (1.0 - s) * z + s * self.small(rows)
+        return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict:
         return {
@@ -139,6 +165,7 @@ class RankModel:
             "gate": self.gate.to_dict(),
             "thresholds": {k: round(float(v), 6) for k, v in self.thresholds.items()},
             "confident": round(float(self.confident), 6),
+            **({"small": self.small.to_dict()} if self.small is not None else {}),
             "meta": self.meta,
         }
 
@@ -151,6 +178,7 @@ class RankModel:
             thresholds,
             d.get("meta", {}),
             float(d.get("confident", 0.5)),
+            Linear.from_dict(d["small"]) if "small" in d else None,
         )
 
     def save(self, path: Path) -> None:

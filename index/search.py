@@ -32,7 +32,7 @@ from .evidence import Vocabulary, informative, names_nothing
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row
 from .post import Post, read_post
-from .ranker import GATE_FEATURES, RankModel, load_model, query_shape
+from .ranker import GATE_FEATURES, RankModel, load_model, query_shape, smallness
 from .seams import Embedder
 from .store import LoadedIndex
 from .text import tokenize
@@ -295,7 +295,8 @@ class Searcher:
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
-        conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES))[0])
+        small = smallness(len(self.index.entries))
+        conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES), small)[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from evaluation.fitting import fit_gate, fit_rank, pick_confident, pick_threshold
-from index.ranker import Linear, ModelError, RankModel, load_model, query_shape, softmax_by_group
+from evaluation.fitting import fit_gate, fit_rank, fit_small_index, pick_confident, pick_threshold
+from index.ranker import Linear, ModelError, RankModel, load_model, query_shape, smallness, softmax_by_group
 
 
 def test_softmax_is_taken_within_each_group():
@@ -55,6 +55,29 @@ def test_confident_level_keeps_the_precision_of_matches():
     assert pick_confident(conf, np.zeros(6, dtype=bool), 0.5) == 1.0
 
 
+def test_the_gate_of_a_small_index_learns_what_the_lead_is_worth_there_and_leaves_large_ones_alone():
+    rng = np.random.default_rng(2)
+    n = 3000
+    lead, evidence = rng.normal(size=n), rng.normal(size=n)
+    small = rng.choice([0.0, 0.5, 0.975], size=n)
+    # In a large index the lead and the evidence both tell; in a small one only the evidence does.
+    truth = np.where(small > 0, 2.5 * evidence, 1.5 * lead + 1.5 * evidence)
+    right = rng.random(n) < 1 / (1 + np.exp(-truth))
+    x = np.column_stack([lead, evidence])
+    gate = fit_gate(x[small == 0], right[small == 0], ("lead", "evidence"))
+    assert gate.weights[0] > 1.0
+    part = small > 0
+    fitted = fit_small_index(
+        x[part], gate(x[part]), small[part], right[part], ("lead", "evidence"), np.ones(part.sum())
+    )
+    model = RankModel(gate, gate, {}, small=fitted)
+    big_lead = np.array([[3.0, 0.0]])  # far ahead of the others, nothing else for it
+    assert model.confidence(big_lead, 0.0) == pytest.approx(RankModel(gate, gate, {}).confidence(big_lead))
+    assert model.confidence(big_lead, 0.0)[0] > 0.9 and model.confidence(big_lead, 0.975)[0] < 0.7
+    assert model.confidence(np.array([[0.0, 2.0]]), 0.975)[0] > 0.9  # evidence still counts there
+    assert smallness(1) == pytest.approx(0.975) and smallness(40) == 0.0 and smallness(1000) == 0.0
+
+
 def test_query_shape():
     assert query_shape("a title", 1) == "post" and query_shape("", 5) == "post"
     assert query_shape("", 1) == "short"
@@ -62,11 +85,20 @@ def test_query_shape():
 
 def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
     lin = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([1.0, -1.0]), 0.5)
-    model = RankModel(lin, lin, {"post": 0.1, "short": 0.3}, {"embedder": "x"}, 0.6)
+    small = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([0.0, 2.0]), -1.0)
+    model = RankModel(lin, lin, {"post": 0.1, "short": 0.3}, {"embedder": "x"}, 0.6, small)
     path = tmp_path / "m.json"
     model.save(path)
     back = load_model(str(path))
     assert back.thresholds == {"post": 0.1, "short": 0.3} and back.confident == 0.6
+    rows = np.array([[1.0, 2.0]])
+    assert back.confidence(rows, 0.5) == pytest.approx(model.confidence(rows, 0.5))
+    assert back.confidence(rows, 0.5) != pytest.approx(back.confidence(rows, 0.0))
+    older = {k: v for k, v in model.to_dict().items() if k != "small"}  # a file from before small indexes
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert load_model(str(tmp_path / "older.json")).confidence(rows, 0.9) == pytest.approx(
+        back.confidence(rows, 0.0)
+    )
     assert back.threshold("post") == 0.1 and back.threshold("unknown") == 0.1
     x = np.array([[1.0, 2.0]])
     assert back.rank(x) == pytest.approx(lin(x))
@@ -84,4 +116,5 @@ def test_the_shipped_model_reads_the_features_the_searcher_computes():
 
     model = load_model()
     assert set(model.rank.features) <= set(FEATURES) and tuple(model.gate.features) == GATE_FEATURES
+    assert model.small is not None and tuple(model.small.features) == GATE_FEATURES
     assert model.meta["data"] and model.meta["cross_validated"]["hit@1"] > 0

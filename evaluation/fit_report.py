@@ -1,0 +1,151 @@
+"""fit.md: what eval/fit.py measured (cross-validated fold means, the one-document indexes,
+in-sample numbers, a team's own posts) and the committed model's weights, for people to read."""
+
+from __future__ import annotations
+
+import statistics
+
+from . import crossval
+
+
+def mean_of(groups: list[dict], path: tuple[str, ...], key: str) -> float | None:
+    vals = []
+    for g in groups:
+        node = g
+        for p in path:
+            node = node.get(p, {})
+        if node.get(key) is not None:
+            vals.append(node[key])
+    return round(statistics.mean(vals), 4) if vals else None
+
+
+def _fold_rows(cv: dict, groups) -> list[str]:
+    folds = cv["folds"]
+    lines = []
+    pooled = cv["repeats"][0]
+    for label, path in groups:
+        node = pooled
+        for p in path:
+            node = node.get(p, {})
+        if not node:
+            continue
+        cells = []
+        keys = ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention", "ranking_hit@1")
+        for key in (*keys, "unanswerable_matched", "match_precision"):
+            v = mean_of(folds, path, key)
+            cells.append("-" if v is None else f"{v:.3f}")
+        lines.append(f"| {label} | {node['queries']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _model_rows(model: dict) -> list[str]:
+    th = ", ".join(f"{k} {v:.3f}" for k, v in model["thresholds"].items())
+    lines = [
+        "",
+        "## The committed model",
+        "",
+        f'"No match" below the gate\'s probability, by query shape: {th}. Shown as a match (with its '
+        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands.",
+        "",
+    ]
+    lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
+    ]
+    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
+    lines += [
+        f"| {f} | {w:+.3f} |"
+        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
+    ]
+    return lines
+
+
+def render(report: dict) -> str:
+    cv = report["cv"]
+    data = ", ".join(f"{s['set']} ({s['rows']} rows)" for s in report["sources"])
+    lines = [
+        "# Ranking model and no-match gate: cross-validated on real posts",
+        "",
+        f"Fitted {report['fitted_at']} with `python eval/fit.py` (embedder {report['embedder']}). "
+        f"Data: {data}. "
+        f"{crossval.FOLDS}-fold cross-validation over the real posts, stratified by knowledge base and "
+        f"answerability, repeated {report['repeats']} times; every fold's model is fitted on the other folds plus the "
+        "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
+        "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
+        'both say "no match".',
+        "",
+        "## Fold means (cross-validated)",
+        "",
+        '| rows | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
+        "ranking Hit@1 (before the gate) | unanswerable shown as a match | matches that are right |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    groups = [("all", ("overall",)), ("seeds", ("by_kb", "seeds")), ("corpus", ("by_kb", "corpus")),
+              ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
+              ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
+              ("partial", ("by_kind", "partial"))]  # fmt: skip
+    lines += _fold_rows(cv, groups)
+    lines += _one_document_rows(cv.get("one_document") or [])
+    ins = report["in_sample"]
+    lines += [
+        "",
+        "## In-sample (the committed model on the posts it was fitted on)",
+        "",
+        '| rows | Hit@1 | Hit@5 | "no match" on unanswerable | answerable turned away |',
+        "|---|---|---|---|---|",
+    ]
+    for label, path in groups[:4]:
+        node = ins
+        for p in path:
+            node = node.get(p, {})
+        if node:
+            lines.append(
+                f"| {label} | {node.get('hit@1') or 0:.3f} | {node.get('hit@5') or 0:.3f} | "
+                f"{node.get('abstention') or 0:.3f} | {node.get('false_abstention') or 0:.3f} |"
+            )
+    lines += _team_rows(report)
+    lines += _model_rows(report["model"])
+    return "\n".join(lines) + "\n"
+
+
+def _one_document_rows(repeats: list[dict]) -> list[str]:
+    if not repeats:
+        return []
+
+    def mean(key: str) -> str:
+        return f"{statistics.mean(r[key] for r in repeats):.3f}"
+
+    first = repeats[0]
+    return [
+        "",
+        f"Each real post also searched in an index of one document alone ({first['documents']} documents; "
+        "evaluation/subsets.py), held out the same way: of the "
+        f"{first['answered']} searches whose document answers the post, {mean('answered_right')} were shown "
+        f"the right entry as a match and {mean('answered_wrong')} a wrong one; of the other {first['others']}, "
+        f"{mean('others_matched')} were shown a match.",
+    ]
+
+
+def _team_rows(report: dict) -> list[str]:
+    if not report.get("team"):
+        return []
+    lines = [
+        "",
+        "## The team's own posts (--gold)",
+        "",
+        "Cross-validated with the shared posts (fold means), and in-sample (the committed model).",
+        "",
+        '| set | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
+        "Hit@1 in-sample |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in report["team"].items():
+        cells = [
+            mean_of(t["folds"], (), key)
+            for key in ("hit@1", "hit@5", "mrr@10", "abstention", "false_abstention")
+        ]
+        cells.append(t["in_sample"].get("hit@1"))
+        text = " | ".join("-" if v is None else f"{v:.3f}" for v in cells)
+        lines.append(f"| {name} | {t['in_sample']['queries']} | {text} |")
+    return lines

@@ -1,7 +1,9 @@
 """The bundled FAQ (kb/data/faq) answers the launch failures people paste most, as whole logs
 and as questions in the other language: the NCCL watchdog timeout, a rendezvous port already in
 use and a rank killed by SIGKILL. Before these entries the watchdog log got an Ascend
-`MS_NODE_TIMEOUT` entry as its closest. The logs are our own, written for these tests."""
+`MS_NODE_TIMEOUT` entry as its closest; ended by an abort (`exitcode: -6`), it got the accelerate
+ncclSystemError entry, whose log ends the same way, until the watchdog entry said how the process
+ends. The logs are our own, written for these tests."""
 
 from __future__ import annotations
 
@@ -14,6 +16,21 @@ Timeout(ms)=600000) ran for 600112 milliseconds before timing out.
 [rank3]:[E1123 09:12:44.121 ProcessGroupNCCL.cpp:1537] [PG 0 Rank 3] Timeout at NCCL work: 4211
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 train.py FAILED
+"""
+# The same timeout as a newer PyTorch ends it: the process aborts, and torchrun reports the abort.
+# These lines are also in the accelerate ncclSystemError entry's log, which came first.
+WATCHDOG_ABORT_LOG = """\
+[rank1]:[E1124 10:31:05.812 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation \
+timeout: WorkNCCL(SeqNum=77, OpType=BROADCAST, NumelIn=4096, NumelOut=4096, Timeout(ms)=1800000) \
+ran for 1800093 milliseconds before timing out.
+[rank1]:[E1124 10:31:05.813 ProcessGroupNCCL.cpp:630] [Rank 1] Some NCCL operations have failed or timed out. \
+Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.
+terminate called after throwing an instance of 'c10::DistBackendError'
+  what():  [PG 0 (default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] \
+Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, OpType=BROADCAST) ran for 1800093 milliseconds.
+E1124 10:31:08.000 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) local_rank: 1 \
+(pid: 9041) of binary: /usr/bin/python
+  traceback : Signal 6 (SIGABRT) received by PID 9041
 """
 PORT_LOG = """\
 $ torchrun --nproc_per_node 4 train.py
@@ -30,13 +47,16 @@ Signal 9 (SIGKILL) received by PID 5122
 
 CASES = [
     (WATCHDOG_LOG, "Watchdog caught collective operation timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
+    (WATCHDOG_ABORT_LOG, "Watchdog caught collective operation timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
     (PORT_LOG, "Address already in use", "--master_port"),
     (SIGKILL_LOG, "Signal 9 (SIGKILL)", "dmesg"),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("log", "title", "command"), CASES, ids=["watchdog", "port", "sigkill"])
+@pytest.mark.parametrize(
+    ("log", "title", "command"), CASES, ids=["watchdog", "watchdog-abort", "port", "sigkill"]
+)
 def test_a_pasted_log_gets_its_entry_as_a_match_with_its_commands(bundled_kb, log, title, command):
     result = bundled_kb.search(log)
     assert result.strength == "match" and title in result.hits[0].entry.title

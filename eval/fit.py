@@ -77,6 +77,7 @@ def collect_all(settings, progress):
             "set": subsets.SET_NAME,
             "path": "each real post in an index of one document",
             "rows": len(companions),
+            "unit": "searches",
             "documents": len({ex.kb for ex in companions}),
         },
     ]
@@ -170,14 +171,11 @@ def cross_validated(
     repeats, fold_metrics, one_document = [], [], []
     team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
     for seed in range(REPEATS if splits is None else splits):
-        outcomes, folds = crossval.cross_validate(
+        outcomes, folds, held = crossval.cross_validate(
             people, own, K, seed=seed, progress=progress, companions=companions
         )
         if companions:
-            one_document.append(
-                subsets.held_out(companions, [outcomes[len(people) + i] for i in range(len(companions))])
-            )
-        folds = folds[: len(people)]
+            one_document.append(subsets.held_out(companions, held))
         by_row: dict[str, list[Outcome]] = {}
         for i, ex in enumerate(people):
             by_row.setdefault(ex.row.id, []).append(outcomes[i])

@@ -149,7 +149,7 @@ def _top_right(ex: Example, faqs) -> bool:
 
 def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None = None):
     """The ranking model, then the gate on what that model ranks first, then the threshold."""
-    from index.ranker import GATE_FEATURES, RankModel, smallness
+    from index.ranker import GATE_FEATURES, RankModel
 
     from .fitting import fit_gate, fit_rank, fit_small_index, pick_confident
 
@@ -172,9 +172,10 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
         sw.append(ex.weight)
         answerable.append(ex.row.answerable)
     g, right, weight = np.vstack(rows), np.array(labels), np.array(sw)
-    # The gate learns from the searches in full indexes; the gate of a small index is fitted
-    # apart, on the searches in small ones (one-document indexes, a team's own small index).
-    small = np.array([smallness(len(ex.searcher.index.entries)) for ex in with_cands])
+    # The gate learns from every search but the one-document ones; the gate of a small index
+    # from the searches in small indexes (the one-document ones, and a team's own posts on its
+    # own small index, which teach both: with smallness near 0 they would hardly count here).
+    small = np.array([ex.searcher.smallness for ex in with_cands])
     full = ~np.array([ex.gate_only for ex in with_cands])
     gate = fit_gate(g[full], right[full], GATE_FEATURES, weight[full], l2)
     in_small = small > 0
@@ -260,10 +261,10 @@ def cross_validate(
     seed: int = 0,
     progress=None,
     companions: Sequence[Example] = (),
-) -> tuple[dict[int, Outcome], list[int]]:
-    """Held-out outcomes for every example of `dev` (by position), and its fold. `companions`
-    are more searches of the posts of `dev` (in one-document indexes): each is fitted on with
-    its post and scored by the model of its post's fold (their outcomes follow dev's)."""
+) -> tuple[dict[int, Outcome], list[int], list[Outcome]]:
+    """Held-out outcomes for every example of `dev` (by position) and its fold, and those of
+    `companions`: more searches of the posts of `dev` (in one-document indexes), each fitted on
+    with its post and scored by the model of its post's fold."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     both = [*dev, *companions]
@@ -275,4 +276,5 @@ def cross_validate(
                 outcomes[i] = decide(ex, model, k)
         if progress:
             progress("cross-validation", f + 1, folds, "")
-    return outcomes, [fold_of[ex.row.id] for ex in both]
+    held = [outcomes.pop(len(dev) + i) for i in range(len(companions))]
+    return outcomes, [fold_of[ex.row.id] for ex in dev], held

@@ -53,25 +53,26 @@ def _model_rows(model: dict) -> list[str]:
         f"| {f} | {w:+.3f} |"
         for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
     ]
-    lines += ["", "| gate feature | weight (standardised) |", "|---|---|"]
+    small = model.get("small") or {"weights": [None] * len(model["gate"]["weights"])}
+    lines += ["", "| gate feature | weight (standardised) | in a small index |", "|---|---|---|"]
     lines += [
-        f"| {f} | {w:+.3f} |"
-        for f, w in zip(model["gate"]["features"], model["gate"]["weights"], strict=True)
+        f"| {f} | {w:+.3f} | " + ("-" if v is None else f"{v:+.3f}") + " |"
+        for f, w, v in zip(model["gate"]["features"], model["gate"]["weights"], small["weights"], strict=True)
     ]
     return lines
 
 
 def render(report: dict) -> str:
     cv = report["cv"]
-    data = ", ".join(f"{s['set']} ({s['rows']} rows)" for s in report["sources"])
+    data = ", ".join(f"{s['set']} ({s['rows']} {s.get('unit', 'rows')})" for s in report["sources"])
     lines = [
         "# Ranking model and no-match gate: cross-validated on real posts",
         "",
         f"Fitted {report['fitted_at']} with `python eval/fit.py` (embedder {report['embedder']}). "
         f"Data: {data}. "
         f"{crossval.FOLDS}-fold cross-validation over the real posts, stratified by knowledge base and "
-        f"answerability, repeated {report['repeats']} times; every fold's model is fitted on the other folds plus the "
-        "project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
+        f"answerability, repeated {report['repeats']} times; every fold's model is fitted on the other folds (with their "
+        "one-document searches) plus the project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
         "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
         'both say "no match".',
         "",

@@ -189,14 +189,11 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     # knowledge bases rather than an --index.
     settings = training.indexes.settings
     companions = [] if training.indexes.index_arg else subsets.companions(gold, settings, embedder, progress)
-    outcomes, folds = crossval.cross_validate(
+    outcomes, folds, held = crossval.cross_validate(
         examples, training.examples(), k, progress=progress, companions=companions
     )
     if companions:
-        res.one_document = subsets.held_out(
-            companions, [outcomes[len(examples) + i] for i in range(len(companions))]
-        )
-    folds = folds[: len(examples)]
+        res.one_document = subsets.held_out(companions, held)
     cv_rows: dict[str, list[Outcome]] = {}
     for i, ex in enumerate(examples):
         cv_rows.setdefault(ex.row.id, []).append(outcomes[i])

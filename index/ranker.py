@@ -11,7 +11,7 @@ Small linear models over the evidence of index/features.py:
    query_shape) has its threshold: the highest that keeps the answerable queries of that shape
    turned away at or under each set's budget; a wrong answer with a command is worse than
    "no match", but a gate that turns away real questions is not used twice.
-3. The gate of a small index (fewer than SMALL_INDEX entries): the same features with weights
+3. The gate of a small index (fewer than SMALL_INDEX questions): the same features with weights
    of their own, blended in as the index shrinks, because there the top answer's lead over
    the others says little (a team's FAQ of six entries, not the shared corpus).
 
@@ -108,16 +108,17 @@ class Linear:
         return np.asarray(x)[:, [names.index(f) for f in self.features]]
 
 
-# Below this many entries every entry of an index is a candidate (index/search.py takes 40 from
-# each leg), and the gate's evidence that is relative to the other candidates (the top answer's
-# lead, the softmax mass it holds) says less: an index of one entry gives its only entry every
+# Below this many questions every entry of an index is a candidate (index/search.py CANDIDATES
+# from each leg), and the gate's evidence that is relative to the other candidates (the top
+# answer's lead, the softmax mass it holds) says less: an index of one question gives it every
 # lead there is. See RankModel.small.
 SMALL_INDEX = 40
 
 
-def smallness(entries: int) -> float:
-    """0 for an index of SMALL_INDEX entries or more, rising to 1 as it shrinks to none."""
-    return max(0.0, 1.0 - entries / SMALL_INDEX)
+def smallness(questions: int) -> float:
+    """0 for an index of SMALL_INDEX questions or more, rising to 1 as it shrinks to none. A
+    question in two languages is one (the ranking shows a linked pair once)."""
+    return max(0.0, 1.0 - questions / SMALL_INDEX)
 
 
 SHAPES = ("post", "short")
@@ -141,8 +142,8 @@ class RankModel:
     # is shown as the closest entry, which may not be the problem, and without its commands.
     confident: float = 0.5
     # The gate of a small index, over GATE_FEATURES: the logit is (1 - s) gate + s small, with
-    # s = smallness(entries); fitted on real posts searched in one-document indexes
-    # (evaluation/subsets.py). An index of SMALL_INDEX entries or more gets the gate alone, as
+    # s = smallness(questions); fitted on real posts searched in one-document indexes
+    # (evaluation/subsets.py). An index of SMALL_INDEX questions or more gets the gate alone, as
     # does every index with a model file that has none.
     small: Linear | None = None
 
@@ -150,13 +151,13 @@ class RankModel:
         return self.thresholds.get(shape, min(self.thresholds.values(), default=0.5))
 
     def confidence(self, gate_rows: np.ndarray, small: float | np.ndarray = 0.0) -> np.ndarray:
-        """P(the top answer is right) for rows of GATE_FEATURES (in the gate's own order), searched
-        in an index of `small` = smallness(entries) (one value, or one per row)."""
+        """P(the top answer is right) for rows of the gate's features (in its order), searched in
+        an index of `small` = smallness(questions) (one value, or one per row)."""
         rows = np.atleast_2d(gate_rows)
         z = self.gate(rows)
         if self.small is not None:
             s = np.broadcast_to(np.asarray(small, dtype=np.float64), z.shape)
-            z = (1.0 - s) * z + s * self.small(rows)
+            z = (1.0 - s) * z + s * self.small(self.small.select(rows, self.gate.features))
         return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict:

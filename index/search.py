@@ -32,13 +32,13 @@ from .evidence import Vocabulary, informative, names_nothing
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row
 from .post import Post, read_post
-from .ranker import GATE_FEATURES, RankModel, load_model, query_shape, smallness
+from .ranker import GATE_FEATURES, SMALL_INDEX, RankModel, load_model, query_shape, smallness
 from .seams import Embedder
 from .store import LoadedIndex
 from .text import tokenize
 from .timing import NO_PHASES, Phases
 
-CANDIDATES = 40  # entries taken from each leg
+CANDIDATES = SMALL_INDEX  # entries taken from each leg (so a smaller index is all candidates)
 DENSE_DEPTH = 200  # rows asked of the vector index per view
 QUERY_CACHE_SIZE = 512
 QUERY_CACHE_KEY_CHARS = 600  # views are at most this long; longer keys are not cached
@@ -134,6 +134,20 @@ def forget_query_vectors() -> None:
     _VECTORS.clear()
 
 
+def questions(index: LoadedIndex) -> int:
+    """How many questions an index answers: an entry and its translation are one."""
+    seen: set[int] = set()
+    count = 0
+    for i, e in enumerate(index.entries):
+        if i in seen:
+            continue
+        count += 1
+        j = index.by_id.get(e.translation) if e.translation else None
+        if j is not None:
+            seen.add(j)
+    return count
+
+
 class Searcher:
     """Searches one loaded index. `phases` is the timing hook: when given, the seconds spent
     reading the post ("clean"), embedding ("embed"), in the vector index ("faiss"), in the
@@ -153,6 +167,7 @@ class Searcher:
         self.vocab = Vocabulary(index.lexical)
         self.facts = index.facts()
         self.phases = phases or NO_PHASES
+        self.smallness = smallness(questions(index))
 
     @property
     def model(self) -> RankModel:
@@ -295,8 +310,7 @@ class Searcher:
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
-        small = smallness(len(self.index.entries))
-        conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES), small)[0])
+        conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES), self.smallness)[0])
         if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)

@@ -160,58 +160,6 @@ def test_a_teams_posts_leave_the_real_posts_folds_as_they_were_and_get_folds_of_
     assert {together[r.id] for r in team if r.answerable} == set(range(5))  # spread over every fold
 
 
-def test_one_document_searches_are_fitted_and_scored_with_their_posts_fold(monkeypatch):
-    from evaluation import crossval
-    from evaluation.crossval import Example
-
-    posts = [GoldRow(f"d{i}", "q", "en", "exact", (Expected("a.md", line=1),), kb="alpha") for i in range(10)]
-    dev = [Example("real_dev", r, "alpha", None, None, None, 0.0, real=True) for r in posts]
-    docs = [Example("real_dev_docs", r, f"alpha:{d}", None, None, None, 0.0, gate_only=True)
-            for r in posts for d in ("x.md", "y.md")]  # fmt: skip
-    trained: list[set[str]] = []
-    monkeypatch.setattr(
-        crossval, "fit", lambda train: trained.append({ex.row.id for ex in train}) or len(trained) - 1
-    )
-    monkeypatch.setattr(crossval, "decide", lambda ex, model, k: model)  # the outcome names its fold's model
-    outcomes, folds = crossval.cross_validate(dev, [], 5, companions=docs)
-    assert len(folds) == len(dev) + len(docs) and len(outcomes) == len(folds)
-    fold_of = {ex.row.id: f for ex, f in zip(dev, folds, strict=False)}
-    for i, ex in enumerate(docs, len(dev)):
-        assert folds[i] == fold_of[ex.row.id] and outcomes[i] == fold_of[ex.row.id]
-        assert ex.row.id not in trained[outcomes[i]]  # never scored by a model fitted on its post
-    assert all(len(t) == 8 for t in trained)  # the other folds' posts, each with its searches
-
-
-def test_one_document_indexes_are_every_small_knowledge_bases_document_and_the_labelled_others(tmp_path):
-    from evaluation.gold import GoldSet
-    from evaluation.subsets import documents, one_document_root
-    from kb.config import load_settings
-
-    small, big = tmp_path / "small", tmp_path / "big"
-    for name in ("a.md", "b/c.md", "MANIFEST.md"):
-        (small / name).parent.mkdir(parents=True, exist_ok=True)
-        (small / name).write_text("# Q?\n\nA.\n")
-    for n in range(25):
-        (big / f"f{n}.md").parent.mkdir(parents=True, exist_ok=True)
-        (big / f"f{n}.md").write_text(f"# Q{n}?\n\nA.\n")
-    labelled = GoldRow("d1", "q", "en", "exact", (Expected("f7.md", start=1, end=3, kb="big"),), kb="big")
-    gold = GoldSet(
-        "dev", tmp_path / "dev.jsonl", [labelled, row([], id="u")], kbs={"small": small, "big": big}
-    )
-    assert [(kb, doc) for kb, _, doc in documents(gold)] == [
-        ("big", "f7.md"),
-        ("small", "a.md"),
-        ("small", "b/c.md"),
-    ]
-    settings = load_settings(eval_cache=str(tmp_path / "cache"))
-    folder = one_document_root(settings, "small", small, "b/c.md")
-    assert [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()] == ["b/c.md"]
-    (small / "b/c.md").write_text("# Changed?\n\nB.\n")  # a changed document is copied again
-    assert (
-        (one_document_root(settings, "small", small, "b/c.md") / "b/c.md").read_text().startswith("# Changed")
-    )
-
-
 def test_match_strength_metrics():
     right = judge(row([Expected("a.md", line=15)]), shown(A), k=10)
     weak_no = Outcome(False, [Shown(B)], [Shown(B)], weak=True)
@@ -380,7 +328,7 @@ def test_real_posts_are_reported_cross_validated_and_in_sample(gate_results):
     assert set(g["by_kb"]) == {"seeds", "corpus", "none"} and set(g["by_direction"]) == {"en", "mixed", "zh"}
     assert set(g["by_kind"]) == {"exact", "root_cause", "partial", "none"}
     # The gate of a small index, held out in the one-document indexes (evaluation/subsets.py): the
-    # gate of the large ones showed a match for 0.259 of the posts a document does not answer.
+    # gate of the large ones showed a match for 0.277 of the posts a document does not answer.
     docs = res.one_document
-    assert docs["documents"] == 38 and docs["answered"] == 204 and docs["others"] == 5078
-    assert docs["others_matched"] <= 0.10 and docs["answered_right"] >= 0.40
+    assert docs["documents"] == 34 and docs["answered"] == 184 and docs["others"] == 4542
+    assert docs["others_matched"] <= 0.09 and docs["answered_right"] >= 0.43

@@ -78,6 +78,19 @@ def test_the_gate_of_a_small_index_learns_what_the_lead_is_worth_there_and_leave
     assert smallness(1) == pytest.approx(0.975) and smallness(40) == 0.0 and smallness(1000) == 0.0
 
 
+def test_a_question_in_two_languages_is_one_question_of_an_index():
+    from types import SimpleNamespace
+
+    from index.search import questions
+
+    def entry(id_, translation=None):
+        return SimpleNamespace(id=id_, translation=translation)
+
+    entries = [entry("a", "b"), entry("b", "a"), entry("c"), entry("d", "not indexed")]
+    index = SimpleNamespace(entries=entries, by_id={e.id: i for i, e in enumerate(entries)})
+    assert questions(index) == 3
+
+
 def test_query_shape():
     assert query_shape("a title", 1) == "post" and query_shape("", 5) == "post"
     assert query_shape("", 1) == "short"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,18 @@ def _fingerprint(root: Path, embedder: str) -> str:
     return h.hexdigest()[:20]
 
 
+@contextmanager
+def locked(path: Path):
+    """Holds an exclusive lock on the file `path` (created if missing) for one builder at a time;
+    the others wait, then reuse its work."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     """An index of `root` in the eval cache, one folder per version of the documents and code.
 
@@ -45,7 +58,6 @@ def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     embedded again; a folder is never rebuilt in place, so a test session reading it is not
     disturbed by another one building a newer version beside it. The three newest are kept.
     """
-    import fcntl
     import shutil
 
     from kb.indexing import ingest
@@ -56,8 +68,7 @@ def cached_index(root: Path, settings: Settings, progress=None) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     slug = f"{root.name}-" + hashlib.sha1(f"{root.resolve()}|{settings.embedder}".encode()).hexdigest()[:10]
     out = base / f"{slug}-{_fingerprint(root, settings.embedder)[:12]}"
-    with open(base / f"{slug}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per KB; others wait and then reuse its work
+    with locked(base / f"{slug}.lock"):  # one builder per KB
         if (out / "eval.done").exists():
             return out
         earlier = sorted(base.glob(f"{slug}-*/eval.done"), key=lambda f: f.stat().st_mtime)

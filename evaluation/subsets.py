@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from contextlib import contextmanager
 from pathlib import Path
 
 from kb.config import Settings
 
 from .gold import GoldSet
-from .indexes import cache_root, cached_index
+from .indexes import cache_root, cached_index, locked
 
 SET_NAME = "real_dev_docs"
 
@@ -58,7 +57,7 @@ def documents(dev: GoldSet) -> list[tuple[str, Path, str]]:
 
 def one_document_root(settings: Settings, kb: str, root: Path, doc: str) -> Path:
     """A folder holding only `doc`, at its path in `root` (so labels name its entries), kept in
-    the eval cache and rewritten only when the document changes (call it under `_locked`)."""
+    the eval cache and rewritten only when the document changes (call it under the document's lock, as `searchers` does)."""
     folder = cache_root(settings) / "one-document" / _slug(kb, root, doc)
     source, copy = root / doc, folder / doc
     if not copy.exists() or copy.read_bytes() != source.read_bytes():
@@ -72,19 +71,6 @@ def _slug(kb: str, root: Path, doc: str) -> str:
     return f"{kb}-" + hashlib.sha1(f"{root.resolve()}|{doc}".encode()).hexdigest()[:12]
 
 
-@contextmanager
-def _locked(settings: Settings, kb: str, root: Path, doc: str):
-    """One session at a time copies a document and builds its index (another one would delete
-    the folder it reads)."""
-    import fcntl
-
-    base = cache_root(settings) / "one-document"
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f"{_slug(kb, root, doc)}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def searchers(dev: GoldSet, settings: Settings, embedder, progress=None) -> dict[str, object]:
     """'kb:doc' -> a Searcher over an index of that document alone (built once, then cached),
     for the documents that make a small index: a document of SMALL_INDEX questions or more is
@@ -96,7 +82,9 @@ def searchers(dev: GoldSet, settings: Settings, embedder, progress=None) -> dict
     out = {}
     docs = documents(dev)
     for n, (kb, root, doc) in enumerate(docs, 1):
-        with _locked(settings, kb, root, doc):
+        # One session at a time copies a document and indexes it (another would delete the
+        # folder it reads).
+        with locked(cache_root(settings) / "one-document" / f"{_slug(kb, root, doc)}.lock"):
             directory = cached_index(one_document_root(settings, kb, root, doc), settings)
         searcher = Searcher(load(directory, embedder_id(settings.embedder)), embedder)
         if searcher.smallness > 0:

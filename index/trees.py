@@ -45,21 +45,26 @@ class Trees:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.nan_to_num(np.atleast_2d(np.asarray(x, dtype=np.float64)), nan=0.0)
-        n_trees = self.feature.shape[0]
+        n_trees, width = self.feature.shape
         if n_trees == 0 or len(x) == 0:
             return np.zeros(len(x))
-        tree = np.arange(n_trees)[:, None]
-        row = np.arange(len(x))[None, :]
-        node = np.zeros((n_trees, len(x)), dtype=np.int64)
+        # Flat indices (tree * width + node) into the raveled arrays: one take per array and
+        # level, about three times faster than indexing the 2-D arrays by (tree, node).
+        feature, threshold = self.feature.ravel(), self.threshold.ravel()
+        left, right = self.left.ravel(), self.right.ravel()
+        base = (np.arange(n_trees) * width)[:, None]
+        cells = x.ravel()
+        row = (np.arange(len(x)) * x.shape[1])[None, :]
+        at = np.broadcast_to(base, (n_trees, len(x))).copy()
         for _ in range(self.depth):
-            f = self.feature[tree, node]
+            f = feature.take(at)
             inner = f != LEAF
             if not inner.any():
                 break
-            go_left = x[row, np.where(inner, f, 0)] <= self.threshold[tree, node]
-            step = np.where(go_left, self.left[tree, node], self.right[tree, node])
-            node = np.where(inner, step, node)
-        return self.value[tree, node].sum(axis=0)
+            go_left = cells.take(row + np.where(inner, f, 0)) <= threshold.take(at)
+            step = base + np.where(go_left, left.take(at), right.take(at))
+            at = np.where(inner, step, at)
+        return self.value.ravel().take(at).sum(axis=0)
 
     def to_dict(self) -> dict:
         trees = []

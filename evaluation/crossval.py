@@ -60,7 +60,7 @@ MATCH_PRECISION = 0.8
 REAL_POSTS = "real_dev"  # the shared real posts' set: its budget is every real-post set's
 # Regression trees on the linear ranking's residual (index/trees.py); off, the ranking is linear.
 TREES = True
-GATE_FOLDS = 3
+GATE_FOLDS = 3  # the gate learns from rankings by models that did not see the query (_gate_drafts)
 MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
 FOLDS = 5
 

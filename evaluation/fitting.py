@@ -177,10 +177,12 @@ def fit_rank_trees(
         raise KbError("fitting the ranking model needs lightgbm: pip install 'bilingual-kb[eval]'") from e
 
     has_pos = np.bincount(groups, weights=y.astype(float)) > 0
+    cols = [i for i, f in enumerate(features) if f not in TREES_LEAVE_OUT]
+    if not has_pos.any():  # nothing to learn: no trees
+        return Trees.from_nodes(tuple(features[i] for i in cols), [], 0)
     keep = has_pos[groups]
     _, groups = np.unique(groups[keep], return_inverse=True)
     gw = np.ones(groups.max() + 1) if group_weight is None else np.asarray(group_weight)[has_pos]
-    cols = [i for i, f in enumerate(features) if f not in TREES_LEAVE_OUT]
     sizes = np.bincount(groups)
     ranker = tree_ranker(lightgbm, seed)
     ranker.fit(

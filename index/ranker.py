@@ -145,7 +145,7 @@ class Boosted:
 
 
 def rank_from_dict(d: dict) -> Linear | Boosted:
-    """A model file's ranking: linear, or linear with trees (files written before the trees)."""
+    """A model file's ranking: linear with trees, or linear alone (a file written before the trees)."""
     return Boosted.from_dict(d) if "trees" in d else Linear.from_dict(d)
 
 

@@ -105,3 +105,9 @@ def test_a_model_file_with_trees_round_trips_and_names_what_it_misses(tmp_path):
     d["trees"]["features"] = ["a", "gone"]
     with pytest.raises(ModelError, match="gone"):
         Boosted.from_dict(d)
+
+
+def test_posts_without_an_answer_among_their_candidates_teach_no_trees():
+    x = np.random.default_rng(4).random((20, 2))
+    trees = fit_rank_trees(x, np.zeros(20, dtype=bool), np.repeat([0, 1], 10), ("a", "b"), np.zeros(20))
+    assert trees.feature.shape[0] == 0 and trees(x).tolist() == [0.0] * 20

@@ -4,6 +4,7 @@ in-sample numbers, a team's own posts) and the committed model's weights, for pe
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 
 from . import crossval
 
@@ -45,7 +46,9 @@ def _model_rows(model: dict) -> list[str]:
         "## The committed model",
         "",
         f'"No match" below the gate\'s probability, by query shape: {th}. Shown as a match (with its '
-        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands.",
+        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands. "
+        f"A short query that shares no word with its top entry is shown it only from a cosine of "
+        f"{model.get('unshared_dense', 0.0):.3f} (index/gate.py shares_no_word).",
         "",
     ]
     lines += ["| ranking feature | weight (standardised) |", "|---|---|"]
@@ -53,6 +56,7 @@ def _model_rows(model: dict) -> list[str]:
         f"| {f} | {w:+.3f} |"
         for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
     ]
+    lines += _tree_rows(model["rank"].get("trees"))
     small = model.get("small") or {"weights": [None] * len(model["gate"]["weights"])}
     lines += ["", "| gate feature | weight (standardised) | in a small index |", "|---|---|---|"]
     lines += [
@@ -60,6 +64,19 @@ def _model_rows(model: dict) -> list[str]:
         for f, w, v in zip(model["gate"]["features"], model["gate"]["weights"], small["weights"], strict=True)
     ]
     return lines
+
+
+def _tree_rows(trees: dict | None) -> list[str]:
+    if not trees:
+        return []
+    names = trees["features"]
+    splits = Counter(names[f] for t in trees["trees"] for f in t["feature"] if f >= 0)
+    top = ", ".join(f"{f} ({n})" for f, n in splits.most_common(8))
+    return [
+        "",
+        f"Plus {len(trees['trees'])} regression trees on the linear score's residual (index/trees.py), "
+        f"over {len(names)} features; the features they split on most (splits): {top}.",
+    ]
 
 
 def render(report: dict) -> str:

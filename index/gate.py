@@ -20,6 +20,32 @@ from .text import tokenize
 
 NO_RUNNER_UP_MARGIN = 5.0  # the lead of a top answer that has no runner-up
 
+# Every way the top entry (or its translation) can share words with the query.
+WORD_EVIDENCE = (
+    "main_coverage",
+    "query_coverage",
+    "title_coverage",
+    "bm25_abs",
+    "signature_overlap",
+    "code_match",
+)
+
+
+def shares_no_word(row: np.ndarray) -> bool:
+    """Nothing but the embedding ties the top entry to the query: a gate row (GATE_FEATURES)
+    with no word evidence. A right answer of this kind is a question asked in another language,
+    and close in meaning: in the committed fit the least cosine of one was 0.52 (30 short
+    queries, median 0.76), while `../../../../etc/passwd` reached 0.26 and still got a gate
+    probability above the short threshold, the gate being linear and such queries unlike any it
+    was fitted on (RankModel.unshared_dense is the floor, evaluation/crossval.py fits it)."""
+    return all(row[GATE_FEATURES.index(f)] == 0.0 for f in WORD_EVIDENCE)
+
+
+def unshared_and_far(row: np.ndarray, shape: str, floor: float) -> bool:
+    """A short query that shares no word with its top entry, which is further from it in
+    meaning than `floor` (RankModel.unshared_dense): no match, whatever the gate says."""
+    return shape == "short" and shares_no_word(row) and row[GATE_FEATURES.index("dense_max")] < floor
+
 
 def main_line(post: Post) -> str:
     """The line that says what the post is about: its title, else its most telling error

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from index.trees import Trees
 from ingest.errors import KbError
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -108,6 +109,46 @@ class Linear:
         return np.asarray(x)[:, [names.index(f) for f in self.features]]
 
 
+@dataclass(frozen=True)
+class Boosted:
+    """The linear ranking score plus regression trees over some of its features (index/trees.py:
+    what the trees add, and why)."""
+
+    linear: Linear
+    trees: Trees
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return self.linear.features
+
+    def __post_init__(self) -> None:
+        missing = [f for f in self.trees.features if f not in self.linear.features]
+        if missing:
+            raise ModelError(
+                f"the ranking trees read features the model does not have ({', '.join(missing)})"
+            )
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.atleast_2d(x)
+        cols = [self.linear.features.index(f) for f in self.trees.features]
+        return self.linear(x) + self.trees(x[:, cols])
+
+    def select(self, x: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+        return self.linear.select(x, names)
+
+    def to_dict(self) -> dict:
+        return {**self.linear.to_dict(), "trees": self.trees.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Boosted:
+        return cls(Linear.from_dict(d), Trees.from_dict(d["trees"]))
+
+
+def rank_from_dict(d: dict) -> Linear | Boosted:
+    """A model file's ranking: linear with trees, or linear alone (a file written before the trees)."""
+    return Boosted.from_dict(d) if "trees" in d else Linear.from_dict(d)
+
+
 # Below this many questions every entry of an index is a candidate (index/search.py CANDIDATES
 # from each leg), and the gate's evidence that is relative to the other candidates (the top
 # answer's lead, the softmax mass it holds) says less: an index of one question gives it every
@@ -134,7 +175,7 @@ def query_shape(title: str, lines: int) -> str:
 
 @dataclass(frozen=True)
 class RankModel:
-    rank: Linear
+    rank: Linear | Boosted
     gate: Linear
     thresholds: dict[str, float]  # query shape -> the least gate probability that is shown as an answer
     meta: dict = field(default_factory=dict)
@@ -146,6 +187,9 @@ class RankModel:
     # (evaluation/subsets.py). An index of SMALL_INDEX questions or more gets the gate alone, as
     # does every index with a model file that has none.
     small: Linear | None = None
+    # A short query whose top entry shares no word with it (index/gate.py shares_no_word) is
+    # shown that entry only from this cosine on; 0 (no floor) for model files without one.
+    unshared_dense: float = 0.0
 
     def threshold(self, shape: str) -> float:
         return self.thresholds.get(shape, min(self.thresholds.values(), default=0.5))
@@ -167,6 +211,7 @@ class RankModel:
             "thresholds": {k: round(float(v), 6) for k, v in self.thresholds.items()},
             "confident": round(float(self.confident), 6),
             **({"small": self.small.to_dict()} if self.small is not None else {}),
+            "unshared_dense": round(float(self.unshared_dense), 6),
             "meta": self.meta,
         }
 
@@ -174,12 +219,13 @@ class RankModel:
     def from_dict(cls, d: dict) -> RankModel:
         thresholds = {k: float(v) for k, v in d["thresholds"].items()}
         return cls(
-            Linear.from_dict(d["rank"]),
+            rank_from_dict(d["rank"]),
             Linear.from_dict(d["gate"]),
             thresholds,
             d.get("meta", {}),
             float(d.get("confident", 0.5)),
             Linear.from_dict(d["small"]) if "small" in d else None,
+            float(d.get("unshared_dense", 0.0)),
         )
 
     def save(self, path: Path) -> None:

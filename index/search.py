@@ -30,7 +30,7 @@ from ingest.lang import cjk_count
 
 from .evidence import Vocabulary, informative, names_nothing
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
-from .gate import gate_row
+from .gate import gate_row, unshared_and_far
 from .post import Post, read_post
 from .ranker import GATE_FEATURES, SMALL_INDEX, RankModel, load_model, query_shape, smallness
 from .seams import Embedder
@@ -311,7 +311,8 @@ class Searcher:
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
         conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES), self.smallness)[0])
-        if conf < model.threshold(query_shape(c.post.title, c.post.lines_total)):
+        shape = query_shape(c.post.title, c.post.lines_total)
+        if conf < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)
 

@@ -5,8 +5,25 @@ import json
 import numpy as np
 import pytest
 
-from evaluation.fitting import fit_gate, fit_rank, fit_small_index, pick_confident, pick_threshold
-from index.ranker import Linear, ModelError, RankModel, load_model, query_shape, smallness, softmax_by_group
+from evaluation.fitting import (
+    fit_gate,
+    fit_rank,
+    fit_small_index,
+    pick_confident,
+    pick_threshold,
+    pick_unshared_floor,
+)
+from index.gate import shares_no_word, unshared_and_far
+from index.ranker import (
+    GATE_FEATURES,
+    Linear,
+    ModelError,
+    RankModel,
+    load_model,
+    query_shape,
+    smallness,
+    softmax_by_group,
+)
 
 
 def test_softmax_is_taken_within_each_group():
@@ -37,6 +54,26 @@ def test_gate_fit_gives_probabilities_that_follow_the_evidence():
     gate = fit_gate(x, y, ("evidence",))
     p = 1 / (1 + np.exp(-gate(np.array([[-2.0], [0.0], [2.0]]))))
     assert p[0] < 0.1 and 0.3 < p[1] < 0.7 and p[2] > 0.9
+
+
+def test_gate_weights_keep_the_sign_of_the_evidence_even_when_the_data_would_turn_them():
+    # Two collinear features: main_coverage says the entry covers the post, known_missing_share
+    # (in truth the same thing turned round) comes with noise that happens to track the label.
+    # Left free, a fit gives "the entry lacks more of the post" a positive weight.
+    rng = np.random.default_rng(3)
+    cover = rng.random(600)
+    right = rng.random(600) < 1 / (1 + np.exp(-6 * (cover - 0.5)))
+    missing = 1.0 - cover + 0.4 * right + rng.normal(scale=0.05, size=600)
+    x = np.column_stack([cover, missing, rng.normal(size=600)])
+    names = ("main_coverage", "known_missing_share", "has_title")  # for, against, no direction
+    free = fit_gate(x, right, ("a", "b", "c"))
+    assert free.weights[1] > 0.2  # what the data alone teaches
+    gate = fit_gate(x, right, names)
+    assert gate.weights[0] > 0.5 and gate.weights[1] <= 0.0
+    lacks_more = gate(np.array([[0.5, 0.9, 0.0]])) <= gate(np.array([[0.5, 0.1, 0.0]]))
+    assert lacks_more.all()
+    small = fit_small_index(x, gate(x), np.full(600, 0.9), right, names, np.ones(600))
+    assert small.weights[0] >= 0.0 and small.weights[1] <= 0.0
 
 
 def test_threshold_turns_away_at_most_the_budget_of_answerable_queries():
@@ -91,6 +128,25 @@ def test_a_question_in_two_languages_is_one_question_of_an_index():
     assert questions(index) == 3
 
 
+def test_a_short_query_sharing_no_word_with_its_top_entry_needs_a_closer_meaning_than_any_fitted_one():
+    right_unshared = np.array([0.61, 0.43, 0.75])
+    floor = pick_unshared_floor(right_unshared)
+    assert 0.42 < floor < 0.43 and pick_unshared_floor(np.array([])) == 0.0
+
+    def row(dense: float, **words: float) -> np.ndarray:
+        r = np.zeros(len(GATE_FEATURES))
+        for name, value in {"dense_max": dense, **words}.items():
+            r[GATE_FEATURES.index(name)] = value
+        return r
+
+    assert shares_no_word(row(0.3)) and not shares_no_word(row(0.3, bm25_abs=0.2))
+    assert unshared_and_far(row(0.3), "short", floor)
+    assert not unshared_and_far(row(0.43), "short", floor)  # as close as a right one was
+    assert not unshared_and_far(row(0.3, title_coverage=0.5), "short", floor)  # a word in common
+    assert not unshared_and_far(row(0.3), "post", floor)  # posts: the gate alone decides
+    assert not unshared_and_far(row(0.3), "short", 0.0)  # a model file without a floor
+
+
 def test_query_shape():
     assert query_shape("a title", 1) == "post" and query_shape("", 5) == "post"
     assert query_shape("", 1) == "short"
@@ -99,16 +155,18 @@ def test_query_shape():
 def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
     lin = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([1.0, -1.0]), 0.5)
     small = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([0.0, 2.0]), -1.0)
-    model = RankModel(lin, lin, {"post": 0.1, "short": 0.3}, {"embedder": "x"}, 0.6, small)
+    model = RankModel(lin, lin, {"post": 0.1, "short": 0.3}, {"embedder": "x"}, 0.6, small, 0.4)
     path = tmp_path / "m.json"
     model.save(path)
     back = load_model(str(path))
     assert back.thresholds == {"post": 0.1, "short": 0.3} and back.confident == 0.6
+    assert back.unshared_dense == 0.4
     rows = np.array([[1.0, 2.0]])
     assert back.confidence(rows, 0.5) == pytest.approx(model.confidence(rows, 0.5))
     assert back.confidence(rows, 0.5) != pytest.approx(back.confidence(rows, 0.0))
-    older = {k: v for k, v in model.to_dict().items() if k != "small"}  # a file from before small indexes
-    (tmp_path / "older.json").write_text(json.dumps(older))
+    older = {k: v for k, v in model.to_dict().items() if k not in ("small", "unshared_dense")}
+    (tmp_path / "older.json").write_text(json.dumps(older))  # a file from before either
+    assert load_model(str(tmp_path / "older.json")).unshared_dense == 0.0
     assert load_model(str(tmp_path / "older.json")).confidence(rows, 0.9) == pytest.approx(
         back.confidence(rows, 0.0)
     )

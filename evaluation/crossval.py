@@ -159,7 +159,7 @@ def _top_right(ex: Example, faqs) -> bool:
 
 def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None = None):
     """The ranking model, then the gate on what that model ranks first, then the threshold."""
-    from index.ranker import GATE_FEATURES, RankModel
+    from index.ranker import GATE_FEATURES, RankModel, query_shape
 
     from .fitting import fit_gate, fit_small_index, pick_confident
 
@@ -192,8 +192,11 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
         )
     model = RankModel(rank, gate, {}, small=correction)
     conf = model.confidence(g, small)
-    thresholds = _thresholds(with_cands, conf, np.array(answerable))
-    floor = _unshared_floor(with_cands, g, right)
+    shapes = np.array(
+        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands]
+    )
+    thresholds = _thresholds(with_cands, shapes, conf, np.array(answerable))
+    floor = _unshared_floor(shapes, g, right)
     # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
     # Unanswerable posts count as wrong answers: they are what a match shown with its commands
     # must not be given to (with answerable posts alone, the topic features lowered this level
@@ -206,20 +209,15 @@ def fit(examples: Sequence[Example], l2: float | None = None, meta: dict | None 
     return RankModel(rank, gate, thresholds, meta or {}, confident, correction, floor)
 
 
-def _unshared_floor(examples: Sequence[Example], g: np.ndarray, right: np.ndarray) -> float:
-    """RankModel.unshared_dense, from the right answers that share no word with their short query."""
+def _unshared_floor(shapes: np.ndarray, g: np.ndarray, right: np.ndarray) -> float:
+    """RankModel.unshared_dense, from the right answers that share no word with their short query
+    (`shapes`: each row's query shape, index/ranker.py query_shape)."""
     from index.gate import shares_no_word
-    from index.ranker import GATE_FEATURES, query_shape
+    from index.ranker import GATE_FEATURES
 
     from .fitting import pick_unshared_floor
 
-    unshared = np.array(
-        [
-            query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) == "short"
-            and shares_no_word(row)
-            for ex, row in zip(examples, g, strict=True)
-        ]
-    )
+    unshared = (shapes == "short") & np.array([shares_no_word(row) for row in g], dtype=bool)
     return pick_unshared_floor(g[unshared & right, GATE_FEATURES.index("dense_max")])
 
 
@@ -259,16 +257,15 @@ def _gate_drafts(rank, ranked: Sequence[Example], examples: Sequence[Example], l
     return [drafts[fold[ex.row.id]] for ex in examples]
 
 
-def _thresholds(examples: Sequence[Example], conf: np.ndarray, answerable: np.ndarray) -> dict[str, float]:
+def _thresholds(
+    examples: Sequence[Example], shapes: np.ndarray, conf: np.ndarray, answerable: np.ndarray
+) -> dict[str, float]:
     """Per query shape, the strictest gate probability that keeps every set's answerable queries
     of that shape turned away within its budget (searches in one-document indexes set none)."""
-    from index.ranker import SHAPES, query_shape
+    from index.ranker import SHAPES
 
     from .fitting import pick_threshold
 
-    shapes = np.array(
-        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in examples]
-    )
     sets = np.array([ex.set_name for ex in examples])
     real_sets = {ex.set_name for ex in examples if ex.real}
     thresholds = {}

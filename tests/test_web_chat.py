@@ -44,7 +44,11 @@ def test_1_unrelated_questions_get_their_own_answers_and_new_chat_forgets(url):
         page.wait_for_function("() => document.querySelectorAll('#kb-chat .bot-row').length === 0")
         follow = ask(page, "What if I run it inside Docker?", 1)
         assert "1343225860" not in follow and "ssh-keygen" not in follow
+        kept = page.evaluate("() => localStorage.getItem('kb-chat')")
         page.click("#kb-new")
+        # The browser's copy is rewritten when New chat's answer arrives; a reload before that
+        # would read the old copy (a race the test lost under load, not a lost forget).
+        page.wait_for_function("(kept) => localStorage.getItem('kb-chat') !== kept", arg=kept)
         page.reload()
         page.wait_for_selector("#kb-query textarea")
         page.wait_for_timeout(500)

@@ -221,13 +221,14 @@ def fit_rank_trees(
 
     has_pos = np.bincount(groups, weights=y.astype(float)) > 0
     cols = [i for i, f in enumerate(features) if f not in TREES_LEAVE_OUT]
+    kept = tuple(features[i] for i in cols)
     if not has_pos.any():  # nothing to learn: no trees
-        return Trees.from_nodes(tuple(features[i] for i in cols), [], 0)
+        return Trees.from_nodes(kept, [], 0)
     keep = has_pos[groups]
     _, groups = np.unique(groups[keep], return_inverse=True)
     gw = np.ones(groups.max() + 1) if group_weight is None else np.asarray(group_weight)[has_pos]
     sizes = np.bincount(groups)
-    ranker = tree_ranker(lightgbm, seed, monotone_constraints(tuple(features[i] for i in cols)))
+    ranker = tree_ranker(lightgbm, seed, monotone_constraints(kept))
     ranker.fit(
         x[keep][:, cols],
         y[keep].astype(int),
@@ -237,9 +238,7 @@ def fit_rank_trees(
     )
     dumped = ranker.booster_.dump_model()["tree_info"]
     nodes = [_flatten(t["tree_structure"]) for t in dumped]
-    return Trees.from_nodes(
-        tuple(features[i] for i in cols), nodes, max(_depth(t["tree_structure"]) for t in dumped)
-    )
+    return Trees.from_nodes(kept, nodes, max(_depth(t["tree_structure"]) for t in dumped))
 
 
 def tree_ranker(lightgbm, seed: int = 0, monotone: list[int] | None = None):

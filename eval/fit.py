@@ -25,7 +25,7 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +36,7 @@ from evaluation.fit_report import mean_of, render  # noqa: E402
 from evaluation.gold import load_gold, shared_dir  # noqa: E402
 from evaluation.indexes import Indexes, Target  # noqa: E402
 from evaluation.metrics import Outcome, grouped, metrics  # noqa: E402
+from evaluation.precedents import with_precedents  # noqa: E402
 from evaluation.run import GOLD_DIR, GOLD_FILES, _judge_all  # noqa: E402
 from index.ranker import MODELS_DIR  # noqa: E402
 from kb.config import load_settings  # noqa: E402
@@ -168,11 +169,12 @@ def cross_validated(
     (of the shared posts; of each team set apart, under "team"; of the one-document indexes
     per repeat, under "one_document")."""
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
-    repeats, fold_metrics, one_document = [], [], []
+    repeats, fold_metrics, one_document, taught_folds = [], [], [], []
     team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
     for seed in range(REPEATS if splits is None else splits):
+        taught: dict[int, Outcome] = {}
         outcomes, folds, held = crossval.cross_validate(
-            people, own, K, seed=seed, progress=progress, companions=companions
+            people, own, K, seed=seed, progress=progress, companions=companions, precedented=taught
         )
         if companions:
             one_document.append(subsets.held_out(companions, held))
@@ -182,8 +184,13 @@ def cross_validated(
         fold_of = {ex.row.id: f for ex, f in zip(people, folds, strict=True)}
         judged = _judge_all(dev, by_row, targets, K)
         repeats.append(grouped(judged, K))
+        taught_rows: dict[str, list[Outcome]] = {}
+        for i, ex in enumerate(people):
+            taught_rows.setdefault(ex.row.id, []).append(taught[i])
+        judged_taught = _judge_all(dev, taught_rows, targets, K)
         for f in range(crossval.FOLDS):
             fold_metrics.append(grouped([j for j in judged if fold_of[j.row.id] == f], K))
+            taught_folds.append(grouped([j for j in judged_taught if fold_of[j.row.id] == f], K))
         for t in teams:
             tj = _judge_all(t.gold, by_row, {None: t.target}, K)
             team_folds[t.name] += [
@@ -191,7 +198,21 @@ def cross_validated(
                 for f in range(crossval.FOLDS)
                 if (js := [j for j in tj if fold_of[j.row.id] == f])
             ]
-    return {"repeats": repeats, "folds": fold_metrics, "team": team_folds, "one_document": one_document}
+    return {
+        "repeats": repeats,
+        "folds": fold_metrics,
+        "team": team_folds,
+        "one_document": one_document,
+        "with_precedents": taught_folds,
+    }
+
+
+def fit_committed(people, others, meta: dict):
+    """The model fitted on everything, with its model for an index with precedents (each post
+    with the others as its precedents: evaluation/precedents.py)."""
+    model = crossval.fit([*people, *others], meta=meta)
+    taught = crossval.fit([*with_precedents(people, people), *others], meta=meta)
+    return replace(model, with_precedents=taught)
 
 
 def _arguments(argv):
@@ -246,10 +267,10 @@ def main(argv=None) -> int:
             for key in ("hit@1", "hit@5", "abstention", "false_abstention")
         },
     }
-    team_examples = [ex for t in teams for ex in t.examples]
-    model = crossval.fit([*dev_examples, *team_examples, *own, *companions], meta=meta)
+    people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
+    model = fit_committed(people, [*own, *companions], meta)
     by_row: dict[str, list[Outcome]] = {}
-    for ex in [*dev_examples, *team_examples]:
+    for ex in people:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))
     in_sample = grouped(_judge_all(dev, by_row, targets, K), K)
     out = Path(args.out) if args.out else MODELS_DIR / f"{settings.embedder}.json"

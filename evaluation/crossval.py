@@ -23,6 +23,7 @@ import numpy as np
 
 from .gold import GoldRow, GoldSet, entry_matches
 from .metrics import Outcome, Shown
+from .precedents import answers_of, with_precedents
 
 # Weight of one query of each set in a fit (by file stem); real posts count fully.
 SET_WEIGHTS = {
@@ -83,6 +84,10 @@ class Example:
     # index only (index/ranker.py RankModel.small).
     gate_only: bool = False
     share: float = 1.0  # of its set's weight (evaluation/subsets.py balance)
+    # A real post's vector as precedents are compared, and the entries of its index that answer
+    # it: what it brings as a precedent of the others (evaluation/precedents.py).
+    vector: np.ndarray | None = None
+    answers: frozenset[int] = frozenset()
 
     @property
     def weight(self) -> float:
@@ -126,9 +131,11 @@ def collect(
             ]
             positive = _positive(row, entries, translations)
             name = gate_only or gold.path.stem
-            out.append(
-                Example(name, row, kb, searcher, c, positive, dt, real and not gate_only, bool(gate_only))
-            )
+            ex = Example(name, row, kb, searcher, c, positive, dt, real and not gate_only, bool(gate_only))
+            if ex.real:
+                ex.vector = searcher.post_vector(c.views)
+                ex.answers = answers_of(row, searcher.index)
+            out.append(ex)
         if progress:
             progress("search", n, len(gold.rows), row.id)
     return out
@@ -228,10 +235,14 @@ def _fit_ranking(ranked: Sequence[Example], l2: float):
     from .fitting import fit_rank, fit_rank_trees
 
     x = np.vstack([ex.candidates.x for ex in ranked])
+    # A feature with one value in every row (`precedent` where no post has precedents) says
+    # nothing: the model leaves it out, and so never reads it (index/ranker.py Linear.select).
+    varies = x.max(axis=0) > x.min(axis=0)
+    x = x[:, varies]
+    names = tuple(n for n, v in zip(ranked[0].candidates.names, varies, strict=True) if v)
     y = np.concatenate([ex.positive for ex in ranked])
     groups = np.concatenate([np.full(len(ex.candidates.entries), g) for g, ex in enumerate(ranked)])
     weights = np.array([ex.weight for ex in ranked])
-    names = ranked[0].candidates.names
     linear = fit_rank(x, y, groups, names, weights, l2)
     if not TREES:
         return linear
@@ -318,10 +329,13 @@ def cross_validate(
     seed: int = 0,
     progress=None,
     companions: Sequence[Example] = (),
+    precedented: dict[int, Outcome] | None = None,
 ) -> tuple[dict[int, Outcome], list[int], list[Outcome]]:
     """Held-out outcomes for every example of `dev` (by position) and its fold, and those of
     `companions`: more searches of the posts of `dev` (in one-document indexes), each fitted on
-    with its post and scored by the model of its post's fold."""
+    with its post and scored by the model of its post's fold. `precedented`, when given, gets
+    each example of `dev` held out with the posts of the other folds as its precedents, ranked by
+    a model fitted with them (evaluation/precedents.py)."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     both = [*dev, *companions]
@@ -331,6 +345,12 @@ def cross_validate(
         for i, ex in enumerate(both):
             if fold_of[ex.row.id] == f:
                 outcomes[i] = decide(ex, model, k)
+        if precedented is not None:
+            seen = [ex for ex in dev if fold_of[ex.row.id] != f]
+            taught = fit(with_precedents(train, seen))
+            held_out = [(i, ex) for i, ex in enumerate(dev) if fold_of[ex.row.id] == f]
+            for (i, _), ex in zip(held_out, with_precedents([ex for _, ex in held_out], seen), strict=True):
+                precedented[i] = decide(ex, taught, k)
         if progress:
             progress("cross-validation", f + 1, folds, "")
     held = [outcomes.pop(len(dev) + i) for i in range(len(companions))]

@@ -79,6 +79,13 @@ def _tree_rows(trees: dict | None) -> list[str]:
     ]
 
 
+FOLD_HEADER = (
+    '| rows | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
+    "ranking Hit@1 (before the gate) | unanswerable shown as a match | matches that are right |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+)
+
+
 def render(report: dict) -> str:
     cv = report["cv"]
     data = ", ".join(f"{s['set']} ({s['rows']} {s.get('unit', 'rows')})" for s in report["sources"])
@@ -95,15 +102,23 @@ def render(report: dict) -> str:
         "",
         "## Fold means (cross-validated)",
         "",
-        '| rows | n | Hit@1 | Hit@5 | MRR@10 | "no match" on unanswerable | answerable turned away | '
-        "ranking Hit@1 (before the gate) | unanswerable shown as a match | matches that are right |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        *FOLD_HEADER,
     ]
     groups = [("all", ("overall",)), ("seeds", ("by_kb", "seeds")), ("corpus", ("by_kb", "corpus")),
               ("unanswerable", ("by_kb", "none")), ("en", ("by_direction", "en")), ("mixed", ("by_direction", "mixed")),
               ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
               ("partial", ("by_kind", "partial"))]  # fmt: skip
     lines += _fold_rows(cv, groups)
+    if cv.get("with_precedents"):
+        lines += [
+            "",
+            "The same folds, each held-out post with the posts of the other folds as its precedents "
+            "(index/precedents.py: what an index given the posts it answered before has), ranked by the "
+            "model for an index with precedents:",
+            "",
+            *FOLD_HEADER,
+            *_fold_rows({"folds": cv["with_precedents"], "repeats": cv["repeats"]}, groups),
+        ]
     lines += _one_document_rows(cv.get("one_document") or [])
     ins = report["in_sample"]
     lines += [

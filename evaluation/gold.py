@@ -29,23 +29,13 @@ item, which check that the *shown* entry is the query's own-language one.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.entry import Entry
+from index.labels import Expected, entry_matches, norm_title, parse_expected
 from kb.errors import KbError
 
-
-@dataclass(frozen=True)
-class Expected:
-    doc: str
-    line: int | None = None
-    title: str | None = None
-    start: int | None = None  # a labelled line range (real posts); right when half the entry is inside
-    end: int | None = None
-    kb: str | None = None  # which knowledge base of the set the entry is in
-    translation_of: int | None = None  # the same answer as expected item i, in the other language
+__all__ = ["Expected", "GoldRow", "GoldSet", "entry_matches", "load_gold", "norm_title"]
 
 
 @dataclass(frozen=True)
@@ -90,19 +80,6 @@ def shared_dir(start: Path, setting: str = "") -> Path | None:
     return None
 
 
-def _expected(item, where: str) -> Expected:
-    if not isinstance(item, dict) or not isinstance(item.get("doc"), str):
-        raise KbError(f"{where}: each expected item needs a 'doc' and a 'line', a 'title' or a line range")
-    line, title = item.get("line"), item.get("title")
-    start, end = item.get("start_line"), item.get("end_line")
-    if start is not None and end is not None:
-        t = item.get("translation_of")
-        return Expected(item["doc"], None, title or None, int(start), int(end), item.get("kb"), t)
-    if line is None and not title:
-        raise KbError(f"{where}: expected item for {item['doc']} needs a 'line' or a 'title'")
-    return Expected(item["doc"], int(line) if line is not None else None, title or None)
-
-
 def load_gold(path: str | Path, shared: str = "") -> GoldSet:
     """shared: the `shared` setting, where \"shared:X\" knowledge bases live."""
     path = Path(path)
@@ -135,7 +112,7 @@ def load_gold(path: str | Path, shared: str = "") -> GoldSet:
         if obj["id"] in seen:
             raise KbError(f"{where}: duplicate id {obj['id']!r}")
         seen.add(obj["id"])
-        expected = tuple(_expected(x, where) for x in obj["expected"])
+        expected = tuple(parse_expected(x, where) for x in obj["expected"])
         kbs = [x.kb for x in expected if x.kb]
         kb_names.update(kbs)
         gold.rows.append(
@@ -145,7 +122,7 @@ def load_gold(path: str | Path, shared: str = "") -> GoldSet:
                 lang=obj.get("lang") or "",
                 kind=obj.get("kind") or obj.get("match") or "query",
                 expected=expected,
-                translation=tuple(_expected(x, where) for x in _as_list(obj.get("translation"))),
+                translation=tuple(parse_expected(x, where) for x in _as_list(obj.get("translation"))),
                 direction=obj.get("direction"),
                 kb=kbs[0] if kbs else None,
             )
@@ -185,24 +162,3 @@ def _resolve_kb(value: str, gold_path: Path, setting: str = "") -> Path:
         return shared / value.removeprefix("shared:")
     p = Path(value)
     return p if p.is_absolute() else (gold_path.parent / p).resolve()
-
-
-_Q_PREFIX = re.compile(r"^\s*(?:Q\d*|问题)\s*[:：]\s*", re.I)
-_TITLE_NOISE = re.compile(r"[`*_\s]+")
-
-
-def norm_title(title: str) -> str:
-    """Titles compared without markdown, spacing, case, a `Q:` prefix or end punctuation."""
-    t = _TITLE_NOISE.sub("", _Q_PREFIX.sub("", title)).lower()
-    return t.rstrip("?？:：。.!！")
-
-
-def entry_matches(e: Entry, x: Expected) -> bool:
-    if e.doc != x.doc:
-        return False
-    if x.start is not None and x.end is not None:
-        inside = min(e.end_line, x.end) - max(e.start_line, x.start) + 1
-        return inside * 2 >= e.end_line - e.start_line + 1
-    if x.line is not None and e.start_line <= x.line <= e.end_line:
-        return True
-    return x.title is not None and norm_title(e.title) == norm_title(x.title)

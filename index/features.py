@@ -15,7 +15,8 @@ posts (eval/fit.py), so no weight here is set by hand. The features, grouped:
   a shared error code (index/codes.py), a conflicting one;
 - the ranks in each leg, and whether the entry is in the reader's language;
 - topic: whether the post and the entry's document are about the same product, and the post and
-  the entry about the same kind of trouble (index/topics.py).
+  the entry about the same kind of trouble (index/topics.py);
+- precedent: how closely the post reads like an earlier post the entry answered (index/precedents.py).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ FEATURES = (
     "entry_lines",
     "title_view_coverage",
     *topics.FEATURES,
+    "precedent",
 )
 VIEW_KINDS = ("title", "prose", "error")
 ROW_KINDS = ("title", "signature", "answer")
@@ -168,13 +170,16 @@ def candidate_features(
     entries: Sequence[Entry],
     facts: EntryFacts,
     vocab: Vocabulary,
+    precedent: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[int, str]]:
-    """The FEATURES matrix of the candidates `idx`, and the signature each one matched (if any)."""
+    """The FEATURES matrix of the candidates `idx`, and the signature each one matched (if any).
+    precedent: each candidate's index/precedents.py column (none: 0)."""
     cols = _dense_columns(views, idx, legs, entries)
     cols.update(_lexical_columns(idx, legs, vocab))
     words, matched = _word_columns(post, views, lang, idx, entries, facts, vocab)
     cols.update(words)
     cols.update(_topic_columns(post, idx, facts))
+    cols["precedent"] = np.zeros(len(idx)) if precedent is None else precedent
     return np.column_stack([cols[f] for f in FEATURES]).astype(np.float32), matched
 
 

@@ -32,6 +32,7 @@ from .evidence import Vocabulary, informative, names_nothing
 from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
 from .gate import gate_row, unshared_and_far
 from .post import Post, read_post
+from .precedents import Precedents, precedent_text
 from .ranker import GATE_FEATURES, SMALL_INDEX, RankModel, load_model, query_shape, smallness
 from .seams import Embedder
 from .store import LoadedIndex
@@ -159,7 +160,9 @@ class Searcher:
         embedder: Embedder,
         model: RankModel | None = None,
         phases: Phases | None = None,
+        precedents: Precedents | None = None,
     ) -> None:
+        """precedents: earlier posts of this index and their answers (index/precedents.py)."""
         self.index = index
         self.embedder = embedder
         self._model = model
@@ -168,14 +171,15 @@ class Searcher:
         self.facts = index.facts()
         self.phases = phases or NO_PHASES
         self.smallness = smallness(questions(index))
+        self.precedents = precedents or Precedents.empty()
 
     @property
     def model(self) -> RankModel:
         """The ranking model, read when first needed (gathering candidates does not need one,
-        so eval/fit.py can run before any model exists)."""
+        so eval/fit.py can run before any model exists); with precedents, its model for them."""
         if self._model is None:
             self._model = load_model()
-        return self._model
+        return self._model.for_index(self.precedents.enough)
 
     def specific_first(self, lines: tuple[str, ...]) -> tuple[str, ...]:
         """Error lines in the post reader's order, refined by how specific they are to this
@@ -203,14 +207,19 @@ class Searcher:
                     cache.put(texts[i], v)
         return np.stack([v for v in out if v is not None])  # every one is filled by now
 
-    def candidates(self, query: str, lang: str | None = None) -> Candidates:
+    def read(self, query: str) -> tuple[Post, list[View]]:
+        """The post as this index reads it (its error lines by how specific they are here), and
+        what of it is embedded."""
         with self.phases("clean"):
             post = read_post(query)
         if post.errors:
             post = replace(post, errors=self.specific_first(post.errors))
+        return post, post_views(post)
+
+    def candidates(self, query: str, lang: str | None = None) -> Candidates:
+        post, views = self.read(query)
         reader_lang = lang or post.lang
         entries = self.index.entries
-        views = post_views(post)
         if not entries:
             empty = np.zeros((0, len(FEATURES)), dtype=np.float32)
             return Candidates(
@@ -222,14 +231,24 @@ class Searcher:
             # The post's own language, not the one asked for: choosing English for a Chinese
             # question picks which version is shown, not how sure the match is (it turned a match
             # into "closest entry" and hid the commands).
+            precedent = self._precedent(views, idx)
             x, matched = candidate_features(
-                post, views, post.lang, idx, legs, entries, self.facts, self.vocab
+                post, views, post.lang, idx, legs, entries, self.facts, self.vocab, precedent
             )
         best = legs.dense.best[idx]
         dense = np.where(best > -1, best, legs.dense.floor)
         return Candidates(
             post, reader_lang, views, idx, x, dense, legs.dense_rank, legs.lexical_rank, matched
         )
+
+    def post_vector(self, views: list[View]) -> np.ndarray:
+        """The post as one vector, as precedents are compared (index/precedents.py)."""
+        return self._embed([precedent_text(views)])[0]
+
+    def _precedent(self, views: list[View], idx: np.ndarray) -> np.ndarray | None:
+        if not len(self.precedents):
+            return None
+        return self.precedents.column(self.post_vector(views), idx, self.index.entries, self._by_id)
 
     def _legs(self, post: Post, views: list[View]) -> Legs:
         n = len(self.index.entries)

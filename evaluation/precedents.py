@@ -1,0 +1,54 @@
+"""Precedents in a fit (index/precedents.py): each real post's `precedent` column comes from the
+other real posts the fit may see, never from itself.
+
+The model for an index with precedents learns the feature from its training posts, each given
+the other training posts as precedents (leave one out); held out, a fold's posts get all its
+training posts as precedents: what a team has when the posts it answered before are its
+precedents. Our own sets and the one-document searches keep 0 (no precedents).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from index.labels import answering
+from index.precedents import Precedents
+
+
+def answers_of(row, index) -> frozenset[int]:
+    """The entries of `index` (a LoadedIndex) that answer a labelled row, with their translations."""
+    return answering(index.entries, index.by_id, row.expected)
+
+
+def with_precedents(examples: Sequence, pool: Sequence) -> list:
+    """`examples` with their precedent column from the posts of `pool` (Examples with a vector
+    and answers) searched in the same index, leaving out each example's own post. Examples
+    without a vector (not a real post) are returned as they are."""
+    by_index: dict[int, list] = {}
+    for p in pool:
+        if p.vector is not None and p.answers:
+            by_index.setdefault(id(p.searcher), []).append(p)
+    out = []
+    for ex in examples:
+        if ex.vector is None:
+            out.append(ex)
+            continue
+        others = [p for p in by_index.get(id(ex.searcher), []) if p.row.id != ex.row.id]
+        rows = [(p.vector, e) for p in others for e in sorted(p.answers)]
+        if rows:
+            prec = Precedents(
+                np.vstack([v for v, _ in rows]),
+                np.array([e for _, e in rows], dtype=np.int64),
+                posts=len({p.row.id for p in others}),
+            )
+        else:
+            prec = Precedents.empty()
+        index = ex.searcher.index
+        col = prec.column(ex.vector, ex.candidates.entries, index.entries, index.by_id)
+        x = ex.candidates.x.copy()
+        x[:, ex.candidates.names.index("precedent")] = col
+        out.append(dataclasses.replace(ex, candidates=dataclasses.replace(ex.candidates, x=x)))
+    return out

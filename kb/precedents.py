@@ -1,0 +1,71 @@
+"""An index's precedents (index/precedents.py), read from the files the `precedents` setting names.
+
+A file is labelled posts, one JSON object a line, in either form `kb eval` reads: what `kb
+feedback export --gold FILE --confirmed` writes (`query` and `expected: [{doc, line, title}]`:
+the questions your people confirmed, each with the entry that answered it), or the real-post form
+(`text` and `expected: [{doc, start_line, end_line}]`). A row is kept when one of its labels
+names an entry of this index; rows about other indexes, rows answered by nothing and lines that
+are not such a row teach nothing here and are left out (counted in `Precedents`' caller's
+message only when nothing is left).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .errors import KbError
+
+MAX_PRECEDENTS = 5000  # rows read per index; each costs one embedding when the index is opened
+
+
+def _labelled_posts(path: Path) -> list[tuple[str, list]]:
+    """(post text, its labels) of every usable row of a file."""
+    from index.labels import parse_expected
+
+    try:
+        lines = path.read_text("utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise KbError(
+            f"precedents: cannot read {path} ({e}); the `precedents` setting names labelled posts files"
+        ) from e
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            row = json.loads(line)
+            text = row.get("query", row.get("text"))
+            labels = [parse_expected(x, f"{path}:{n}") for x in row.get("expected") or []]
+        except (ValueError, AttributeError, TypeError, KbError):
+            continue
+        if isinstance(text, str) and text.strip() and labels:
+            out.append((text, labels))
+    return out
+
+
+def load_precedents(setting: str, searcher):
+    """The Precedents of `searcher`'s index from the comma-separated files in `setting`."""
+    from index.labels import answering
+    from index.precedents import Precedents, precedent_text
+
+    index = searcher.index
+    texts: list[str] = []
+    answers: list[frozenset[int]] = []
+    paths = [Path(p.strip()).expanduser() for p in setting.split(",") if p.strip()]
+    for path in paths:
+        for text, labels in _labelled_posts(path):
+            found = answering(index.entries, index.by_id, labels)
+            if found and len(texts) < MAX_PRECEDENTS:
+                texts.append(precedent_text(searcher.read(text)[1]))
+                answers.append(found)
+    if not texts:
+        raise KbError(
+            f"precedents: no labelled post in {', '.join(map(str, paths))} names an entry of this index; "
+            "give the files written for it (kb feedback export --gold FILE --confirmed --index INDEX)"
+        )
+    vectors = np.asarray(searcher.embedder.embed_queries(texts), dtype=np.float32)
+    rows = [(k, e) for k, found in enumerate(answers) for e in sorted(found)]
+    return Precedents(
+        vectors[[k for k, _ in rows]], np.array([e for _, e in rows], dtype=np.int64), posts=len(texts)
+    )

@@ -5,8 +5,8 @@ feedback export --gold FILE --confirmed` writes (`query` and `expected: [{doc, l
 the questions your people confirmed, each with the entry that answered it), or the real-post form
 (`text` and `expected: [{doc, start_line, end_line}]`). A row is kept when one of its labels
 names an entry of this index; rows about other indexes, rows answered by nothing and lines that
-are not such a row teach nothing here and are left out (counted in `Precedents`' caller's
-message only when nothing is left).
+are not such a row teach nothing here and are left out. When nothing is left, opening the index
+fails with a message that says which files to give.
 """
 
 from __future__ import annotations
@@ -46,16 +46,17 @@ def _labelled_posts(path: Path) -> list[tuple[str, list]]:
 
 def load_precedents(setting: str, searcher):
     """The Precedents of `searcher`'s index from the comma-separated files in `setting`."""
-    from index.labels import answering
+    from index.labels import answering, by_document
     from index.precedents import Precedents, precedent_text
 
     index = searcher.index
+    docs = by_document(index.entries)
     texts: list[str] = []
     answers: list[frozenset[int]] = []
     paths = [Path(p.strip()).expanduser() for p in setting.split(",") if p.strip()]
     for path in paths:
         for text, labels in _labelled_posts(path):
-            found = answering(index.entries, index.by_id, labels)
+            found = answering(index.entries, index.by_id, labels, docs)
             if found and len(texts) < MAX_PRECEDENTS:
                 texts.append(precedent_text(searcher.read(text)[1]))
                 answers.append(found)

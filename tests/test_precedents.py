@@ -46,6 +46,24 @@ def test_column_takes_the_closest_precedent_of_an_entry_or_its_translation():
     assert not prec.column(None, np.array([0, 1]), entries, by_id).any()
 
 
+def test_labels_name_entries_by_line_range_title_or_line_with_their_translation():
+    from index.labels import Expected, answering, by_document
+    from ingest.entry import Entry
+
+    def entry(i, doc, start, end, title, translation=None):
+        return Entry(id=i, content_hash="", doc=doc, lang="en", title=title, heading_path=(), body="",
+                     start_line=start, end_line=end, translation=translation)  # fmt: skip
+
+    entries = [entry("a", "x.md", 1, 9, "NCCL error(5)", "b"), entry("b", "zh/x.md", 1, 9, "NCCL 错误 5", "a"),
+               entry("c", "x.md", 10, 30, "Duplicate GPU detected")]  # fmt: skip
+    by_id = {e.id: i for i, e in enumerate(entries)}
+    docs = by_document(entries)
+    assert answering(entries, by_id, [Expected("x.md", start=1, end=12)], docs) == {0, 1}
+    assert answering(entries, by_id, [Expected("x.md", title="**Duplicate GPU detected**")], docs) == {2}
+    assert answering(entries, by_id, [Expected("x.md", line=20)]) == {2}
+    assert answering(entries, by_id, [Expected("y.md", line=2)], docs) == frozenset()
+
+
 def _write(path, rows):
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     return path

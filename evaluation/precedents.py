@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
-
 from index.labels import answering
 from index.precedents import Precedents
 
@@ -37,15 +35,7 @@ def with_precedents(examples: Sequence, pool: Sequence) -> list:
             out.append(ex)
             continue
         others = [p for p in by_index.get(id(ex.searcher), []) if p.row.id != ex.row.id]
-        rows = [(p.vector, e) for p in others for e in sorted(p.answers)]
-        if rows:
-            prec = Precedents(
-                np.vstack([v for v, _ in rows]),
-                np.array([e for _, e in rows], dtype=np.int64),
-                posts=len({p.row.id for p in others}),
-            )
-        else:
-            prec = Precedents.empty()
+        prec = Precedents.of([p.vector for p in others], [p.answers for p in others])
         index = ex.searcher.index
         col = prec.column(ex.vector, ex.candidates.entries, index.entries, index.by_id)
         x = ex.candidates.x.copy()

@@ -69,6 +69,18 @@ class Precedents:
     def empty(cls, dim: int = 0) -> Precedents:
         return cls(np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=np.int64))
 
+    @classmethod
+    def of(cls, vectors: Sequence[np.ndarray], answers: Sequence[frozenset[int]]) -> Precedents:
+        """Posts by their vectors and the entries that answer each (one row per entry)."""
+        rows = [(k, e) for k, found in enumerate(answers) for e in sorted(found)]
+        if not rows:
+            return cls.empty()
+        return cls(
+            np.asarray(np.vstack(vectors), dtype=np.float32)[[k for k, _ in rows]],
+            np.array([e for _, e in rows], dtype=np.int64),
+            posts=len(vectors),
+        )
+
     def column(
         self, post_vector: np.ndarray | None, idx: np.ndarray, entries: Sequence[Entry], by_id: dict
     ) -> np.ndarray:

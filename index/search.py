@@ -246,7 +246,9 @@ class Searcher:
         return self._embed([precedent_text(views)])[0]
 
     def _precedent(self, views: list[View], idx: np.ndarray) -> np.ndarray | None:
-        if not len(self.precedents):
+        """The precedent column, when the model that ranks this index reads it (with fewer than
+        MIN_POSTS precedents it does not: that costs no embedding)."""
+        if not len(self.precedents) or "precedent" not in self.model.rank.features:
             return None
         return self.precedents.column(self.post_vector(views), idx, self.index.entries, self._by_id)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from .errors import KbError
 
 MAX_PRECEDENTS = 5000  # rows read per index; each costs one embedding when the index is opened
@@ -65,8 +63,4 @@ def load_precedents(setting: str, searcher):
             f"precedents: no labelled post in {', '.join(map(str, paths))} names an entry of this index; "
             "give the files written for it (kb feedback export --gold FILE --confirmed --index INDEX)"
         )
-    vectors = np.asarray(searcher.embedder.embed_queries(texts), dtype=np.float32)
-    rows = [(k, e) for k, found in enumerate(answers) for e in sorted(found)]
-    return Precedents(
-        vectors[[k for k, _ in rows]], np.array([e for _, e in rows], dtype=np.int64), posts=len(texts)
-    )
+    return Precedents.of(list(searcher.embedder.embed_queries(texts)), answers)

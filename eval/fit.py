@@ -207,11 +207,21 @@ def cross_validated(
     }
 
 
-def fit_committed(people, others, meta: dict):
+def _headline(folds: list[dict]) -> dict:
+    """The fold means a model file records of itself."""
+    return {
+        key: mean_of(folds, ("overall",), key) for key in ("hit@1", "hit@5", "abstention", "false_abstention")
+    }
+
+
+def fit_committed(people, others, meta: dict, taught_cv: dict):
     """The model fitted on everything, with its model for an index with precedents (each post
-    with the others as its precedents: evaluation/precedents.py)."""
+    with the others as its precedents: evaluation/precedents.py), whose meta gives its own
+    cross-validated numbers (`taught_cv`) and budget."""
     model = crossval.fit([*people, *others], meta=meta)
-    taught = crossval.fit([*with_precedents(people, people), *others], meta=meta)
+    budget = crossval.PRECEDENTED_POSTS_BUDGET
+    taught_meta = {**meta, "posts_budget": budget, "cross_validated": taught_cv}
+    taught = crossval.fit([*with_precedents(people, people), *others], meta=taught_meta, posts_budget=budget)
     return replace(model, with_precedents=taught)
 
 
@@ -262,13 +272,10 @@ def main(argv=None) -> int:
         "set_weights": crossval.SET_WEIGHTS,
         "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
-        "cross_validated": {
-            key: mean_of(cv["folds"], ("overall",), key)
-            for key in ("hit@1", "hit@5", "abstention", "false_abstention")
-        },
+        "cross_validated": _headline(cv["folds"]),
     }
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
-    model = fit_committed(people, [*own, *companions], meta)
+    model = fit_committed(people, [*own, *companions], meta, _headline(cv["with_precedents"]))
     by_row: dict[str, list[Outcome]] = {}
     for ex in people:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))

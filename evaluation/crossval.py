@@ -56,9 +56,9 @@ FALSE_ABSTENTION_BUDGET = {
 }
 # The model for an index with precedents (index/precedents.py) turns away more of the held-out
 # posts than its fit allowed, so its real posts get a smaller share: at 0.03, 0.074 of the
-# answerable posts were turned away held out; at 0.02, 0.049, and Hit@1 0.718 -> 0.733, Hit@5
-# 0.827 -> 0.848, "no match" on unanswerable posts 0.104 -> 0.077 (5 folds x 3); 0.015 gave the
-# same as 0.02.
+# answerable posts were turned away held out; at 0.02, 0.049, and Hit@1 0.718 -> 0.734, Hit@5
+# 0.827 -> 0.849, "no match" on unanswerable posts 0.103 -> 0.077 (5 folds x 3, fit.md); 0.015
+# gave the same as 0.02.
 PRECEDENTED_POSTS_BUDGET = 0.02
 L2 = 1.0
 # An answer is shown as a match when, over the real posts, at least this share of the answers

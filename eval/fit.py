@@ -162,35 +162,45 @@ def collect_team(golds, target, embedder, progress) -> tuple[list[TeamSet], list
     return teams, sources
 
 
+def _by_row(people, outcomes: dict[int, Outcome]) -> dict[str, list[Outcome]]:
+    """Held-out outcomes (by position in `people`) by row id: a row searched twice has two."""
+    by_row: dict[str, list[Outcome]] = {}
+    for i, ex in enumerate(people):
+        if i in outcomes:
+            by_row.setdefault(ex.row.id, []).append(outcomes[i])
+    return by_row
+
+
 def cross_validated(
     dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None, companions=()
 ) -> dict:
     """Pooled held-out judgements per repeat, and fold means over every fold of every repeat
     (of the shared posts; of each team set apart, under "team"; of the one-document indexes
-    per repeat, under "one_document")."""
+    per repeat, under "one_document"; with the other folds' posts as precedents, and as
+    precedents and gaps, under "with_precedents" and "with_gaps")."""
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
-    repeats, fold_metrics, one_document, taught_folds = [], [], [], []
+    repeats, fold_metrics, one_document = [], [], []
+    taught_folds: dict[str, list[dict]] = {"with_precedents": [], "with_gaps": []}
     team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
     for seed in range(REPEATS if splits is None else splits):
-        taught: dict[int, Outcome] = {}
+        taught: dict[str, dict[int, Outcome]] = {name: {} for name in taught_folds}
         outcomes, folds, held = crossval.cross_validate(
-            people, own, K, seed=seed, progress=progress, companions=companions, precedented=taught
-        )
+            people, own, K, seed=seed, progress=progress, companions=companions,
+            precedented=taught["with_precedents"], gapped=taught["with_gaps"],
+        )  # fmt: skip
         if companions:
             one_document.append(subsets.held_out(companions, held))
-        by_row: dict[str, list[Outcome]] = {}
-        for i, ex in enumerate(people):
-            by_row.setdefault(ex.row.id, []).append(outcomes[i])
+        by_row = _by_row(people, outcomes)
         fold_of = {ex.row.id: f for ex, f in zip(people, folds, strict=True)}
         judged = _judge_all(dev, by_row, targets, K)
         repeats.append(grouped(judged, K))
-        taught_rows: dict[str, list[Outcome]] = {}
-        for i, ex in enumerate(people):
-            taught_rows.setdefault(ex.row.id, []).append(taught[i])
-        judged_taught = _judge_all(dev, taught_rows, targets, K)
+        judged_taught = {
+            name: _judge_all(dev, _by_row(people, o), targets, K) for name, o in taught.items() if o
+        }
         for f in range(crossval.FOLDS):
             fold_metrics.append(grouped([j for j in judged if fold_of[j.row.id] == f], K))
-            taught_folds.append(grouped([j for j in judged_taught if fold_of[j.row.id] == f], K))
+            for name, js in judged_taught.items():
+                taught_folds[name].append(grouped([j for j in js if fold_of[j.row.id] == f], K))
         for t in teams:
             tj = _judge_all(t.gold, by_row, {None: t.target}, K)
             team_folds[t.name] += [
@@ -203,7 +213,7 @@ def cross_validated(
         "folds": fold_metrics,
         "team": team_folds,
         "one_document": one_document,
-        "with_precedents": taught_folds,
+        **taught_folds,
     }
 
 
@@ -214,14 +224,18 @@ def _headline(folds: list[dict]) -> dict:
     }
 
 
-def fit_committed(people, others, meta: dict, taught_cv: dict):
+def fit_committed(people, others, meta: dict, cv: dict):
     """The model fitted on everything, with its model for an index with precedents (each post
-    with the others as its precedents: evaluation/precedents.py), whose meta gives its own
-    cross-validated numbers (`taught_cv`) and budget."""
+    with the others as its precedents and the unanswerable others as its gaps: evaluation/
+    precedents.py) and that model's for an index with gaps too, whose metas give their own
+    cross-validated numbers (`cv`, as cross_validated gives them) and budget."""
     model = crossval.fit([*people, *others], meta=meta)
     budget = crossval.PRECEDENTED_POSTS_BUDGET
-    taught_meta = {**meta, "posts_budget": budget, "cross_validated": taught_cv}
+    taught_meta = {**meta, "posts_budget": budget, "cross_validated": _headline(cv["with_precedents"])}
     taught = crossval.fit([*with_precedents(people, people), *others], meta=taught_meta, posts_budget=budget)
+    if taught.with_gaps is not None and cv["with_gaps"]:
+        gaps_meta = {**taught_meta, "cross_validated": _headline(cv["with_gaps"])}
+        taught = replace(taught, with_gaps=replace(taught.with_gaps, meta=gaps_meta))
     return replace(model, with_precedents=taught)
 
 
@@ -275,7 +289,7 @@ def main(argv=None) -> int:
         "cross_validated": _headline(cv["folds"]),
     }
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
-    model = fit_committed(people, [*own, *companions], meta, _headline(cv["with_precedents"]))
+    model = fit_committed(people, [*own, *companions], meta, cv)
     by_row: dict[str, list[Outcome]] = {}
     for ex in people:
         by_row.setdefault(ex.row.id, []).append(crossval.decide(ex, model, K))

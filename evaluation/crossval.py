@@ -13,7 +13,7 @@ and cross-language questions, but must not drown the real posts by their number.
 
 from __future__ import annotations
 
-import random
+import dataclasses
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .folds import FOLDS, folds_by_set
 from .gold import GoldRow, GoldSet, entry_matches
 from .metrics import Outcome, Shown
 from .precedents import answers_of, with_precedents
@@ -69,7 +70,6 @@ REAL_POSTS = "real_dev"  # the shared real posts' set: its budget is every real-
 TREES = True
 GATE_FOLDS = 3  # the gate learns from rankings by models that did not see the query (_gate_drafts)
 MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
-FOLDS = 5
 
 
 @dataclass
@@ -178,52 +178,75 @@ def fit(
 ):
     """The ranking model, then the gate on what that model ranks first, then the threshold.
     posts_budget: the share of the answerable posts people wrote that the gate may turn away
-    (default: FALSE_ABSTENTION_BUDGET's for real posts)."""
-    from index.ranker import GATE_FEATURES, RankModel, query_shape
-
-    from .fitting import fit_gate, fit_small_index, pick_confident
+    (default: FALSE_ABSTENTION_BUDGET's for real posts). When the posts have gaps (evaluation/
+    precedents.py), the model gets a second gate that reads them (RankModel.with_gaps)."""
+    from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 
     l2 = L2 if l2 is None else l2
     with_cands = [ex for ex in examples if len(ex.candidates.entries)]
     ranked = [ex for ex in with_cands if not ex.gate_only]
     rank = _fit_ranking(ranked, l2)
     drafts = _gate_drafts(rank, ranked, with_cands, l2)
-
-    rows, labels, sw, answerable = [], [], [], []
+    rows, labels = [], []
     for ex, draft in zip(with_cands, drafts, strict=True):
         faqs, gate_row = ex.searcher.rank(ex.candidates, draft)
         rows.append(gate_row)
         labels.append(ex.row.answerable and _top_right(ex, faqs))
-        sw.append(ex.weight)
-        answerable.append(ex.row.answerable)
-    g, right, weight = np.vstack(rows), np.array(labels), np.array(sw)
+    g, right = np.vstack(rows), np.array(labels)
+    plain = tuple(f for f in GATE_FEATURES if f not in PRECEDENT_GATE)
+    model = _fit_gate(with_cands, rank, g, right, plain, l2, posts_budget, meta)
+    if any(ex.candidates.gap > 0 for ex in with_cands):
+        gapped = _fit_gate(with_cands, rank, g, right, GATE_FEATURES, l2, posts_budget, meta)
+        model = dataclasses.replace(model, with_gaps=gapped)
+    return model
+
+
+def _fit_gate(
+    examples: Sequence[Example],
+    rank,
+    g: np.ndarray,
+    right: np.ndarray,
+    names: tuple[str, ...],
+    l2: float,
+    posts_budget: float | None,
+    meta: dict | None,
+):
+    """A RankModel of `rank` with a gate over the features `names` of the gate rows `g`
+    (GATE_FEATURES), fitted to say whether each example's top answer is `right`, and its
+    thresholds and levels."""
+    from index.ranker import GATE_FEATURES, RankModel, query_shape
+
+    from .fitting import fit_gate, fit_small_index, pick_confident
+
+    x = g[:, [GATE_FEATURES.index(f) for f in names]]
+    weight = np.array([ex.weight for ex in examples])
     # The gate learns from every search but the one-document ones; the gate of a small index
     # from the searches in small indexes (the one-document ones, and a team's own posts on its
     # own small index, which teach both: with smallness near 0 they would hardly count here).
-    small = np.array([ex.searcher.smallness for ex in with_cands])
-    full = ~np.array([ex.gate_only for ex in with_cands])
-    gate = fit_gate(g[full], right[full], GATE_FEATURES, weight[full], l2)
+    small = np.array([ex.searcher.smallness for ex in examples])
+    full = ~np.array([ex.gate_only for ex in examples])
+    gate = fit_gate(x[full], right[full], names, weight[full], l2)
     in_small = small > 0
     correction = None
     if in_small.any():
-        z = gate(g[in_small])
+        z = gate(x[in_small])
         correction = fit_small_index(
-            g[in_small], z, small[in_small], right[in_small], GATE_FEATURES, weight[in_small], l2
+            x[in_small], z, small[in_small], right[in_small], names, weight[in_small], l2
         )
-    model = RankModel(rank, gate, {}, small=correction)
-    conf = model.confidence(g, small)
+    conf = RankModel(rank, gate, {}, small=correction).confidence(x, small)
     shapes = np.array(
-        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in with_cands]
+        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in examples]
     )
-    thresholds = _thresholds(with_cands, shapes, conf, np.array(answerable), posts_budget)
+    answerable = np.array([ex.row.answerable for ex in examples])
+    thresholds = _thresholds(examples, shapes, conf, answerable, posts_budget)
     floor = _unshared_floor(shapes, g, right)
     # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
     # Unanswerable posts count as wrong answers: they are what a match shown with its commands
     # must not be given to (with answerable posts alone, the topic features lowered this level
     # and the share of unanswerable posts shown as a match rose from 0.22 to 0.36, held out).
     # Without real posts (a fit on our own sets alone), every row counts the same way.
-    real = np.array([ex.real for ex in with_cands])
-    natural = real if real.any() else np.ones(len(with_cands), dtype=bool)
+    real = np.array([ex.real for ex in examples])
+    natural = real if real.any() else np.ones(len(examples), dtype=bool)
     confident = pick_confident(conf[natural], right[natural], MATCH_PRECISION)
     confident = max(confident, max(thresholds.values()))
     return RankModel(rank, gate, thresholds, meta or {}, confident, correction, floor)
@@ -310,34 +333,6 @@ def _thresholds(
     return thresholds
 
 
-def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
-    """Row id -> fold, stratified by knowledge base and answerability so that every fold holds
-    its share of each (a row searched in two indexes stays in one fold)."""
-    strata: dict[str, list[str]] = {}
-    for r in rows:
-        # A real post names its knowledge base; a team's own posts are all asked of one index.
-        strata.setdefault(r.kb or ("answerable" if r.answerable else "none"), []).append(r.id)
-    rnd = random.Random(seed)
-    out: dict[str, int] = {}
-    offset = 0
-    for name in sorted(strata):
-        ids = sorted(strata[name])
-        rnd.shuffle(ids)
-        for n, rid in enumerate(ids):
-            out[rid] = (n + offset) % k
-        offset += len(ids)
-    return out
-
-
-def folds_by_set(examples: Sequence[Example], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
-    """Row id -> fold, each set split on its own: adding a team's posts to the real posts leaves
-    the real posts' folds as they were, so the two fits compare."""
-    fold_of: dict[str, int] = {}
-    for name in dict.fromkeys(ex.set_name for ex in examples):
-        fold_of |= folds_of([ex.row for ex in examples if ex.set_name == name], k, seed)
-    return fold_of
-
-
 def cross_validate(
     dev: Sequence[Example],
     extra: Sequence[Example],
@@ -347,12 +342,14 @@ def cross_validate(
     progress=None,
     companions: Sequence[Example] = (),
     precedented: dict[int, Outcome] | None = None,
+    gapped: dict[int, Outcome] | None = None,
 ) -> tuple[dict[int, Outcome], list[int], list[Outcome]]:
     """Held-out outcomes for every example of `dev` (by position) and its fold, and those of
     `companions`: more searches of the posts of `dev` (in one-document indexes), each fitted on
     with its post and scored by the model of its post's fold. `precedented`, when given, gets
     each example of `dev` held out with the posts of the other folds as its precedents, ranked by
-    a model fitted with them (evaluation/precedents.py)."""
+    a model fitted with them (evaluation/precedents.py); `gapped` the same, the unanswerable ones
+    of those posts its gaps, ranked by that model's RankModel.with_gaps."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     both = [*dev, *companions]
@@ -368,6 +365,8 @@ def cross_validate(
             held_out = [(i, ex) for i, ex in enumerate(dev) if fold_of[ex.row.id] == f]
             for (i, _), ex in zip(held_out, with_precedents([ex for _, ex in held_out], seen), strict=True):
                 precedented[i] = decide(ex, taught, k)
+                if gapped is not None and taught.with_gaps is not None:
+                    gapped[i] = decide(ex, taught.with_gaps, k)
         if progress:
             progress("cross-validation", f + 1, folds, "")
     held = [outcomes.pop(len(dev) + i) for i in range(len(companions))]

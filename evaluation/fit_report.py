@@ -86,6 +86,31 @@ FOLD_HEADER = (
 )
 
 
+# The held-out folds of the models for an index with precedents (and gaps), as cross_validated
+# in eval/fit.py names them, and what each table is.
+TAUGHT = (
+    ("with_precedents", "The same folds, each held-out post with the posts of the other folds as its precedents "
+     "(index/precedents.py: what an index given the posts it answered before has), ranked by the "
+     "model for an index with precedents:"),
+    ("with_gaps", "The same, the unanswerable posts of the other folds being its gaps too (posts nothing answers), "
+     "ranked by the model for an index with gaps (index/ranker.py RankModel.with_gaps):"),
+)  # fmt: skip
+
+
+def _taught_rows(cv: dict, groups) -> list[str]:
+    lines: list[str] = []
+    for key, about in TAUGHT:
+        if cv.get(key):
+            lines += [
+                "",
+                about,
+                "",
+                *FOLD_HEADER,
+                *_fold_rows({"folds": cv[key], "repeats": cv["repeats"]}, groups),
+            ]
+    return lines
+
+
 def render(report: dict) -> str:
     cv = report["cv"]
     data = ", ".join(f"{s['set']} ({s['rows']} {s.get('unit', 'rows')})" for s in report["sources"])
@@ -109,16 +134,7 @@ def render(report: dict) -> str:
               ("zh", ("by_direction", "zh")), ("exact", ("by_kind", "exact")), ("root_cause", ("by_kind", "root_cause")),
               ("partial", ("by_kind", "partial"))]  # fmt: skip
     lines += _fold_rows(cv, groups)
-    if cv.get("with_precedents"):
-        lines += [
-            "",
-            "The same folds, each held-out post with the posts of the other folds as its precedents "
-            "(index/precedents.py: what an index given the posts it answered before has), ranked by the "
-            "model for an index with precedents:",
-            "",
-            *FOLD_HEADER,
-            *_fold_rows({"folds": cv["with_precedents"], "repeats": cv["repeats"]}, groups),
-        ]
+    lines += _taught_rows(cv, groups)
     lines += _one_document_rows(cv.get("one_document") or [])
     ins = report["in_sample"]
     lines += [

@@ -4,7 +4,8 @@ other real posts the fit may see, never from itself.
 The model for an index with precedents learns the feature from its training posts, each given
 the other training posts as precedents (leave one out); held out, a fold's posts get all its
 training posts as precedents: what a team has when the posts it answered before are its
-precedents. Our own sets and the one-document searches keep 0 (no precedents).
+precedents. The unanswerable posts among them are the gaps, from which each post gets its lead
+towards a gap (Candidates.gap). Our own sets and the one-document searches keep 0 (no precedents).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ def answers_of(row, index) -> frozenset[int]:
 
 
 def with_precedents(examples: Sequence, pool: Sequence) -> list:
-    """`examples` with their precedent column from the posts of `pool` (Examples with a vector
-    and answers) searched in the same index, leaving out each example's own post. Examples
-    without a vector (not a real post) are returned as they are."""
+    """`examples` with their precedent column and gap lead from the posts of `pool` (Examples
+    with a vector) searched in the same index, leaving out each example's own post: those with
+    answers there are precedents, the unanswerable ones gaps. Examples without a vector (not a
+    real post) are returned as they are."""
     by_index: dict[int, list] = {}
     for p in pool:
-        if p.vector is not None and p.answers:
+        if p.vector is not None and (p.answers or not p.row.answerable):
             by_index.setdefault(id(p.searcher), []).append(p)
     out = []
     for ex in examples:
@@ -35,10 +37,13 @@ def with_precedents(examples: Sequence, pool: Sequence) -> list:
             out.append(ex)
             continue
         others = [p for p in by_index.get(id(ex.searcher), []) if p.row.id != ex.row.id]
-        prec = Precedents.of([p.vector for p in others], [p.answers for p in others])
+        answered = [p for p in others if p.answers]
+        gaps = [p.vector for p in others if not p.answers]
+        prec = Precedents.of([p.vector for p in answered], [p.answers for p in answered], gaps)
         index = ex.searcher.index
         col = prec.column(ex.vector, ex.candidates.entries, index.entries, index.by_id)
         x = ex.candidates.x.copy()
         x[:, ex.candidates.names.index("precedent")] = col
-        out.append(dataclasses.replace(ex, candidates=dataclasses.replace(ex.candidates, x=x)))
+        candidates = dataclasses.replace(ex.candidates, x=x, gap=prec.gap(ex.vector))
+        out.append(dataclasses.replace(ex, candidates=candidates))
     return out

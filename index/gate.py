@@ -61,9 +61,11 @@ def gate_row(
     position: dict[int, int],
     facts: EntryFacts,
     vocab: Vocabulary,
+    gap: float = 0.0,
 ) -> np.ndarray:
     """faqs: the ranking, best first, as (shown entry, its translation, score); x: the
-    candidates' features (rows by `position` of an entry index)."""
+    candidates' features (rows by `position` of an entry index); gap: the post's lead towards
+    a post nothing answers (index/precedents.py Precedents.gap)."""
     top = [m for m in faqs[0][:2] if m is not None]
     top_x = x[[position[m] for m in top if m in position]].max(axis=0)
     scores = np.array([f[2] for f in faqs])
@@ -84,6 +86,7 @@ def gate_row(
         "known_rare_missing": max(missing, default=0.0) / vocab.idf_max,
         "known_missing_share": len(known - have) / len(known) if known else 0.0,
         "unknown_share": 1.0 - len(known) / len(main) if main else 0.0,
+        "gap_precedent": gap,
     }
     col = {f: k for k, f in enumerate(names)}
     return np.array([row[f] if f in row else top_x[col[f]] for f in GATE_FEATURES], dtype=np.float64)

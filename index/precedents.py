@@ -20,19 +20,19 @@ post can read like an answered one). An index without precedents is ranked as be
 popularity count instead (how many earlier posts an entry answered, whatever they said) gave
 Hit@1 +0.012 (one split): what counts is that the earlier post reads like this one.
 
-Tried and not kept (stop 40): the posts nothing answers as precedents too (rows with `expected:
-[]`), the gate reading how much closer a post reads to the nearest of them than to the nearest
-answered post (0 when it is closer to an answered one). The signal is there: of the 31
-unanswerable real posts, 18 have an unanswerable post as their nearest other post (22% of the
-posts are unanswerable), and the lead separates unanswerable posts with AUC 0.80 (the gate's:
-0.635). Held out as above, budget 0.02, the other folds' unanswerable posts as the gaps (fold
-means to three places, so the 0.734 above reads 0.733): Hit@1 0.733 -> 0.746, Hit@5 0.848 ->
-0.870, "no match" on unanswerable posts 0.077 -> 0.104, answerable turned away 0.049 -> 0.028,
-unanswerable shown a match 0.186 -> 0.124, matches right 0.804 -> 0.844. But the same model on an
-index given precedents and no gaps showed 0.280 of the unanswerable posts a match and turned none
-away. Keeping it needs a gate of its own for indexes with gaps (the ranking is the same, so it
-can share it), and a feedback export that tells a gap someone checked from a "no match" nobody
-did (kb/unanswered.py writes every unvoted "no match" with `expected: []`).
+Posts nothing answers (rows with `expected: []`: a gap someone checked) are kept as gaps. The
+gate of an index with both (RankModel.with_gaps, the same ranking) reads how much closer the post
+reads to the nearest gap than to the nearest answered post (`gap_precedent`, 0 when it is closer
+to an answered one) and the top entry's `precedent`. Of the 31 unanswerable real posts, 18 have an
+unanswerable post as their nearest other post (22% of the posts are unanswerable), and the lead
+separates unanswerable posts with AUC 0.80 (the gate's: 0.635). Held out as above, the other
+folds' unanswerable posts (about 25) being the gaps, against the model with precedents (fit.md
+"With gaps"): Hit@1 0.734 -> 0.746, Hit@5 0.849 -> 0.870, "no match" on unanswerable posts 0.077
+-> 0.104, answerable turned away 0.049 -> 0.028, unanswerable shown a match 0.186 -> 0.123,
+matches right 0.804 -> 0.844. The same gate on an index given precedents and no gaps showed 0.280
+of the unanswerable posts a match and turned none away (stop 40), which is why an index without
+gaps keeps the gate that does not read them. A "no match" nobody checked is not a gap:
+kb/unanswered.py writes it with `checked: false`, and kb/precedents.py leaves it out.
 
 What is compared is the post as the reader keeps it (title, the person's words, the main error
 lines: features.post_views), one vector per post, so a precedent costs one embedding when it is
@@ -42,7 +42,7 @@ loaded and a query one more embedding when the index has any.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,6 +57,9 @@ PRECEDENT_CHARS = 2000  # of a post's kept views, embedded as one text
 # (one split of 5 folds; about 110 posts of the other folds, of which a share was kept), Hit@1
 # without precedents 0.639; with 0, 11, 28, 55 and 110 posts 0.574, 0.583, 0.667, 0.704, 0.704.
 MIN_POSTS = 25
+# From this many gaps an index with enough precedents is ranked by RankModel.with_gaps. Held out,
+# an index had about 25 (the other folds' unanswerable posts); fewer was not measured.
+MIN_GAPS = 20
 
 
 def precedent_text(views: Sequence[View]) -> str:
@@ -66,11 +69,13 @@ def precedent_text(views: Sequence[View]) -> str:
 
 @dataclass(frozen=True)
 class Precedents:
-    """Earlier posts of one index: their vectors, and the entry that answered each."""
+    """Earlier posts of one index: their vectors, and the entry that answered each; and the
+    posts nothing in it answers (gaps)."""
 
     vectors: np.ndarray  # (n, dim) L2-normalised, as the embedder embeds queries
     entries: np.ndarray  # (n,) the answering entry's position in the index
     posts: int = 0  # how many posts (a post answered by two entries is two rows)
+    gaps: np.ndarray | None = None  # (m, dim) the unanswered posts' vectors; None: none
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -80,21 +85,47 @@ class Precedents:
         """Whether there are enough to rank by the model fitted with precedents (MIN_POSTS)."""
         return self.posts >= MIN_POSTS
 
+    @property
+    def gap_count(self) -> int:
+        return 0 if self.gaps is None else len(self.gaps)
+
+    @property
+    def enough_gaps(self) -> bool:
+        """Whether the index is ranked by the model that reads the gaps (MIN_GAPS)."""
+        return self.enough and self.gap_count >= MIN_GAPS
+
     @classmethod
     def empty(cls, dim: int = 0) -> Precedents:
         return cls(np.zeros((0, dim), dtype=np.float32), np.zeros(0, dtype=np.int64))
 
     @classmethod
-    def of(cls, vectors: Sequence[np.ndarray], answers: Sequence[frozenset[int]]) -> Precedents:
-        """Posts by their vectors and the entries that answer each (one row per entry)."""
+    def of(
+        cls,
+        vectors: Sequence[np.ndarray],
+        answers: Sequence[frozenset[int]],
+        gaps: Sequence[np.ndarray] = (),
+    ) -> Precedents:
+        """Posts by their vectors and the entries that answer each (one row per entry), and the
+        vectors of the posts nothing answers."""
         rows = [(k, e) for k, found in enumerate(answers) for e in sorted(found)]
+        gap_vectors = np.asarray(np.vstack(gaps), dtype=np.float32) if len(gaps) else None
         if not rows:
-            return cls.empty()
+            return replace(cls.empty(), gaps=gap_vectors)
         return cls(
             np.asarray(np.vstack(vectors), dtype=np.float32)[[k for k, _ in rows]],
             np.array([e for _, e in rows], dtype=np.int64),
             posts=len(vectors),
+            gaps=gap_vectors,
         )
+
+    def gap(self, post_vector: np.ndarray | None) -> float:
+        """How much closer the post reads to the nearest gap than to the nearest answered post
+        (cosines); 0 when it is closer to an answered one, or there are no gaps."""
+        if post_vector is None or self.gaps is None or not len(self.gaps):
+            return 0.0
+        v = np.asarray(post_vector, dtype=np.float32)
+        answered = float((self.vectors @ v).max()) if len(self) else 0.0
+        return max(0.0, float((self.gaps @ v).max()) - answered)
 
     def column(
         self, post_vector: np.ndarray | None, idx: np.ndarray, entries: Sequence[Entry], by_id: dict

@@ -36,6 +36,10 @@ from ingest.errors import KbError
 MODELS_DIR = Path(__file__).parent / "models"
 DEFAULT_MODEL = "usem3"
 
+# The gate of an index with gaps (RankModel.with_gaps) reads these as well: the top entry's
+# `precedent` and the post's lead towards a gap (index/precedents.py). Every other gate leaves
+# them out: read where there are no gaps, they showed 0.280 of the unanswerable posts a match.
+PRECEDENT_GATE = ("precedent", "gap_precedent")
 GATE_FEATURES = (
     "top_score",
     "margin",
@@ -63,6 +67,7 @@ GATE_FEATURES = (
     "dense_title_view",
     "dense_error_view",
     "dense_mean",
+    *PRECEDENT_GATE,
 )
 
 
@@ -195,10 +200,14 @@ class RankModel:
     # split of 5 folds: Hit@1 0.639 -> 0.620, answerable turned away 0.037 -> 0.083). None (a
     # model file from before precedents): every index is ranked by this one.
     with_precedents: RankModel | None = None
+    # In the model with precedents: the model of an index given gaps too (posts nothing answers,
+    # index/precedents.py). Its ranking is the one it is nested in; its gate reads PRECEDENT_GATE.
+    with_gaps: RankModel | None = None
 
-    def for_index(self, has_precedents: bool) -> RankModel:
-        """The model that ranks an index with (or without) precedents."""
-        return self.with_precedents if has_precedents and self.with_precedents is not None else self
+    def for_index(self, has_precedents: bool, has_gaps: bool = False) -> RankModel:
+        """The model that ranks an index with (or without) precedents, and gaps."""
+        model = self.with_precedents if has_precedents and self.with_precedents is not None else self
+        return model.with_gaps if has_gaps and has_precedents and model.with_gaps is not None else model
 
     def threshold(self, shape: str) -> float:
         return self.thresholds.get(shape, min(self.thresholds.values(), default=0.5))
@@ -222,14 +231,22 @@ class RankModel:
             **({"small": self.small.to_dict()} if self.small is not None else {}),
             "unshared_dense": round(float(self.unshared_dense), 6),
             **({"with_precedents": self.with_precedents.to_dict()} if self.with_precedents else {}),
+            **({"with_gaps": self._gaps_dict()} if self.with_gaps else {}),
             "meta": self.meta,
         }
 
+    def _gaps_dict(self) -> dict:
+        """with_gaps without its ranking: it is this model's (one copy of the trees in the file)."""
+        assert self.with_gaps is not None and self.with_gaps.rank is self.rank
+        return {k: v for k, v in self.with_gaps.to_dict().items() if k != "rank"}
+
     @classmethod
-    def from_dict(cls, d: dict) -> RankModel:
+    def from_dict(cls, d: dict, rank: Linear | Boosted | None = None) -> RankModel:
+        """rank: the ranking, when the dict has none of its own (with_gaps takes its parent's)."""
         thresholds = {k: float(v) for k, v in d["thresholds"].items()}
+        rank = rank_from_dict(d["rank"]) if rank is None else rank
         return cls(
-            rank_from_dict(d["rank"]),
+            rank,
             Linear.from_dict(d["gate"]),
             thresholds,
             d.get("meta", {}),
@@ -237,6 +254,7 @@ class RankModel:
             Linear.from_dict(d["small"]) if "small" in d else None,
             float(d.get("unshared_dense", 0.0)),
             cls.from_dict(d["with_precedents"]) if "with_precedents" in d else None,
+            cls.from_dict(d["with_gaps"], rank) if "with_gaps" in d else None,
         )
 
     def save(self, path: Path) -> None:

@@ -93,6 +93,7 @@ class Candidates:
     lexical_rank: dict[int, int]
     matched: dict[int, str]  # entry index -> the signature a post line reproduced
     names: tuple[str, ...] = FEATURES  # the columns of x
+    gap: float = 0.0  # the post's lead towards a gap (index/precedents.py Precedents.gap)
 
 
 class _LruCache:
@@ -179,7 +180,7 @@ class Searcher:
         so eval/fit.py can run before any model exists); with precedents, its model for them."""
         if self._model is None:
             self._model = load_model()
-        return self._model.for_index(self.precedents.enough)
+        return self._model.for_index(self.precedents.enough, self.precedents.enough_gaps)
 
     def specific_first(self, lines: tuple[str, ...]) -> tuple[str, ...]:
         """Error lines in the post reader's order, refined by how specific they are to this
@@ -231,26 +232,29 @@ class Searcher:
             # The post's own language, not the one asked for: choosing English for a Chinese
             # question picks which version is shown, not how sure the match is (it turned a match
             # into "closest entry" and hid the commands).
-            precedent = self._precedent(views, idx)
+            precedent, gap = self._precedent(views, idx)
             x, matched = candidate_features(
                 post, views, post.lang, idx, legs, entries, self.facts, self.vocab, precedent
             )
         best = legs.dense.best[idx]
         dense = np.where(best > -1, best, legs.dense.floor)
         return Candidates(
-            post, reader_lang, views, idx, x, dense, legs.dense_rank, legs.lexical_rank, matched
+            post, reader_lang, views, idx, x, dense, legs.dense_rank, legs.lexical_rank, matched, gap=gap
         )
 
     def post_vector(self, views: list[View]) -> np.ndarray:
         """The post as one vector, as precedents are compared (index/precedents.py)."""
         return self._embed([precedent_text(views)])[0]
 
-    def _precedent(self, views: list[View], idx: np.ndarray) -> np.ndarray | None:
-        """The precedent column, when the model that ranks this index reads it (with fewer than
-        MIN_POSTS precedents it does not: that costs no embedding)."""
+    def _precedent(self, views: list[View], idx: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """The precedent column and the post's lead towards a gap, when the model that ranks this
+        index reads them (with fewer than MIN_POSTS precedents it does not: that costs no
+        embedding)."""
         if not len(self.precedents) or "precedent" not in self.model.rank.features:
-            return None
-        return self.precedents.column(self.post_vector(views), idx, self.index.entries, self._by_id)
+            return None, 0.0
+        v = self.post_vector(views)
+        gap = self.precedents.gap(v) if "gap_precedent" in self.model.gate.features else 0.0
+        return self.precedents.column(v, idx, self.index.entries, self._by_id), gap
 
     def _legs(self, post: Post, views: list[View]) -> Legs:
         n = len(self.index.entries)
@@ -310,7 +314,7 @@ class Searcher:
             if j is not None and entries[i].lang != c.lang and entries[j].lang == c.lang:
                 shown, other = j, i
             faqs.append((shown, other, float(s[k])))
-        return faqs, gate_row(c.post, faqs, c.x, c.names, pos, self.facts, self.vocab)
+        return faqs, gate_row(c.post, faqs, c.x, c.names, pos, self.facts, self.vocab, c.gap)
 
     def search(self, query: str, k: int = 5, lang: str | None = None) -> SearchResult:
         c = self.candidates(query, lang)

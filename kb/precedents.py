@@ -4,9 +4,12 @@ A file is labelled posts, one JSON object a line, in either form `kb eval` reads
 feedback export --gold FILE --confirmed` writes (`query` and `expected: [{doc, line, title}]`:
 the questions your people confirmed, each with the entry that answered it), or the real-post form
 (`text` and `expected: [{doc, start_line, end_line}]`). A row is kept when one of its labels
-names an entry of this index; rows about other indexes, rows answered by nothing and lines that
-are not such a row teach nothing here and are left out. When nothing is left, opening the index
-fails with a message that says which files to give.
+names an entry of this index; rows about other indexes and lines that are not such a row teach
+nothing here and are left out. A row with `expected: []` is a post nothing answers, kept as a gap
+(index/precedents.py), unless it says `"checked": false`: a "no match" nobody has looked at (kb
+feedback export writes those so), which may be a question the index answers and the search
+missed. A gap names no entry, so the files of an index should hold its own posts only. When no
+answered post is left, opening the index fails with a message that says which files to give.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ MAX_PRECEDENTS = 5000  # rows read per index; each costs one embedding when the 
 
 
 def _labelled_posts(path: Path) -> list[tuple[str, list]]:
-    """(post text, its labels) of every usable row of a file."""
+    """(post text, its labels) of every usable row of a file; no labels: a checked gap."""
     from index.labels import parse_expected
 
     try:
@@ -34,10 +37,11 @@ def _labelled_posts(path: Path) -> list[tuple[str, list]]:
         try:
             row = json.loads(line)
             text = row.get("query", row.get("text"))
-            labels = [parse_expected(x, f"{path}:{n}") for x in row.get("expected") or []]
-        except (ValueError, AttributeError, TypeError, KbError):
+            labels = [parse_expected(x, f"{path}:{n}") for x in row["expected"]]
+            checked = labels or row.get("checked", True) is not False
+        except (ValueError, AttributeError, TypeError, KeyError, KbError):
             continue
-        if isinstance(text, str) and text.strip() and labels:
+        if isinstance(text, str) and text.strip() and checked:
             out.append((text, labels))
     return out
 
@@ -51,16 +55,20 @@ def load_precedents(setting: str, searcher):
     docs = by_document(index.entries)
     texts: list[str] = []
     answers: list[frozenset[int]] = []
+    gaps: list[str] = []
     paths = [Path(p.strip()).expanduser() for p in setting.split(",") if p.strip()]
     for path in paths:
         for text, labels in _labelled_posts(path):
-            found = answering(index.entries, index.by_id, labels, docs)
-            if found and len(texts) < MAX_PRECEDENTS:
-                texts.append(precedent_text(searcher.read(text)[1]))
+            found = answering(index.entries, index.by_id, labels, docs) if labels else frozenset()
+            if len(texts) + len(gaps) >= MAX_PRECEDENTS or (labels and not found):
+                continue
+            (texts if found else gaps).append(precedent_text(searcher.read(text)[1]))
+            if found:
                 answers.append(found)
     if not texts:
         raise KbError(
             f"precedents: no labelled post in {', '.join(map(str, paths))} names an entry of this index; "
             "give the files written for it (kb feedback export --gold FILE --confirmed --index INDEX)"
         )
-    return Precedents.of(list(searcher.embedder.embed_queries(texts)), answers)
+    vectors = list(searcher.embedder.embed_queries(texts + gaps))
+    return Precedents.of(vectors[: len(texts)], answers, vectors[len(texts) :])

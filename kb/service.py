@@ -217,9 +217,11 @@ class KnowledgeBase:
                 "model": Path(self.settings.ranker).name if self.settings.ranker else "default",
                 "fitted_at": self.model.meta.get("fitted_at"),
                 "embedder": self.model.meta.get("embedder"),
-                # posts the index was given as precedents (kb/precedents.py), and whether they are
-                # enough for the model fitted with them
+                # posts the index was given as precedents and as gaps (kb/precedents.py), and
+                # whether they are enough for the models fitted with them
                 "precedents": self._searcher.precedents.posts,
+                "gaps": self._searcher.precedents.gap_count,
                 "with_precedents": self._searcher.model is not self.model,
+                "with_gaps": "gap_precedent" in self._searcher.model.gate.features,
             },
         }

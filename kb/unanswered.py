@@ -159,7 +159,12 @@ def gold_row(group: Group) -> dict | None:
     an entry, and nobody said which one was right)."""
     if not group.named and not group.true_gap:
         return None
-    return _gold_json(f"feedback-{group.signature}", group.rows, [_expected(e) for e in group.named])
+    row = _gold_json(f"feedback-{group.signature}", group.rows, [_expected(e) for e in group.named])
+    if not group.named:
+        # A "no match" nobody voted on: what the search said, not what a person checked. As a
+        # precedent it would teach the index to turn such posts away (kb/precedents.py).
+        row["checked"] = False
+    return row
 
 
 def confirmed_expected(voted: list[Row]) -> list[dict] | None:

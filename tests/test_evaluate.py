@@ -133,7 +133,7 @@ def test_an_unanswerable_post_is_turned_away_only_when_every_index_says_no_match
 
 
 def test_folds_keep_a_post_searched_in_two_indexes_together_and_balance_the_strata():
-    from evaluation.crossval import folds_of
+    from evaluation.folds import folds_of
 
     rows = [row([Expected("a.md", line=1)], id=f"s{i}") for i in range(10)]
     rows = [GoldRow(r.id, r.query, r.lang, r.kind, r.expected, kb="alpha") for r in rows]
@@ -146,7 +146,8 @@ def test_folds_keep_a_post_searched_in_two_indexes_together_and_balance_the_stra
 
 
 def test_a_teams_posts_leave_the_real_posts_folds_as_they_were_and_get_folds_of_their_own():
-    from evaluation.crossval import Example, folds_by_set
+    from evaluation.crossval import Example
+    from evaluation.folds import folds_by_set
 
     def examples(set_name, rows):
         return [Example(set_name, r, r.kb, None, None, None, 0.0, real=True) for r in rows]

@@ -295,6 +295,8 @@ def test_confirmed_answers_become_gold_rows_and_agree_or_not_with_the_queue(stor
     assert nccl["count"] == 5 and nccl["id"].startswith("feedback-up-")
     assert nccl["expected"] == [{"doc": NCCL2.doc, "line": NCCL2.start_line, "title": NCCL2.title}]
     assert by_query["how do I bake bread?"]["expected"] == []  # the 👍 replaced the unvoted gap
+    # ...and a person checked it: a gap an index's precedents keep (kb/precedents.py)
+    assert "checked" not in by_query["how do I bake bread?"]
     assert by_query["which port does the launcher use?"]["expected"][0]["title"] == NCCL5.title
     agreed = by_query["what does ncclInvalidUsage mean?"]
     assert agreed["id"].startswith("feedback-") and not agreed["id"].startswith("feedback-up-")
@@ -303,6 +305,9 @@ def test_confirmed_answers_become_gold_rows_and_agree_or_not_with_the_queue(stor
     assert plain.disputed == 0 and not any(r["id"].startswith("feedback-up-") for r in plain.rows)
     gaps = {r["query"] for r in plain.rows if r["expected"] == []}
     assert gaps == {"how do I bake bread?", "which port does the launcher use?"}
+    # What the search said and nobody checked: written, marked so precedents leave it out.
+    assert all(r.get("checked") is False for r in plain.rows if r["expected"] == [])
+    assert all("checked" not in r for r in plain.rows if r["expected"])
 
 
 def test_the_right_entry_by_id_location_line_or_title():

@@ -46,6 +46,28 @@ def test_column_takes_the_closest_precedent_of_an_entry_or_its_translation():
     assert not prec.column(None, np.array([0, 1]), entries, by_id).any()
 
 
+def test_gap_is_how_much_closer_the_nearest_unanswered_post_reads_than_the_nearest_answered():
+    answered = [np.array([1.0, 0.0], dtype=np.float32)]
+    gaps = [np.array([0.0, 1.0], dtype=np.float32), np.array([0.6, 0.8], dtype=np.float32)]
+    prec = Precedents.of(answered, [frozenset({0})], gaps)
+    assert prec.gap(np.array([0.0, 1.0])) == pytest.approx(
+        1.0
+    )  # a gap itself, at right angles to the answered
+    assert prec.gap(np.array([0.6, 0.8])) == pytest.approx(0.4)  # 1.0 to a gap, 0.6 to the answered post
+    assert prec.gap(np.array([1.0, 0.0])) == 0.0  # closer to the answered post
+    assert Precedents.of(answered, [frozenset({0})]).gap(np.array([0.0, 1.0])) == 0.0  # no gaps
+    assert prec.gap(None) == 0.0 and prec.gap_count == 2 and not prec.enough_gaps
+    # Gaps count only beside enough answered posts (MIN_POSTS), from MIN_GAPS on.
+    from index.precedents import MIN_GAPS, MIN_POSTS
+
+    rnd = np.random.default_rng(0)
+    many = list(rnd.normal(size=(MIN_POSTS, 2)).astype(np.float32))
+    some = list(rnd.normal(size=(MIN_GAPS, 2)).astype(np.float32))
+    assert Precedents.of(many, [frozenset({0})] * MIN_POSTS, some).enough_gaps
+    assert not Precedents.of(many, [frozenset({0})] * MIN_POSTS, some[1:]).enough_gaps
+    assert not Precedents.of(many[1:], [frozenset({0})] * (MIN_POSTS - 1), some).enough_gaps
+
+
 def test_labels_name_entries_by_line_range_title_or_line_with_their_translation():
     from index.labels import Expected, answering, by_document
     from ingest.entry import Entry
@@ -84,7 +106,8 @@ def test_posts_answered_before_put_their_entry_first(seeds_kb, seeds_index):
     assert (before.hits or before.suggestions)[0].entry.title != "NCCL error(5)"
     real = SHARED / "eval" / "real_dev.jsonl"
     kb = KnowledgeBase.open(index=str(seeds_index), settings=load_settings(precedents=str(real)))
-    assert kb._searcher.precedents.enough and kb._searcher.model is kb.model.with_precedents
+    # ranked by the model with precedents (its gate: the one for gaps, the file has 31 of them)
+    assert kb._searcher.precedents.enough and kb._searcher.model.rank is kb.model.with_precedents.rank
     assert kb.stats()["ranker"]["precedents"] >= 25 and kb.stats()["ranker"]["with_precedents"]
     after = kb.search(POST)
     top = (after.hits or after.suggestions)[0].entry
@@ -94,7 +117,8 @@ def test_posts_answered_before_put_their_entry_first(seeds_kb, seeds_index):
 @needs_shared
 def test_a_few_precedents_leave_the_ranking_as_it_was(seeds_kb, seeds_index, tmp_path):
     """Below MIN_POSTS the index is ranked by the model without precedents; rows answered by
-    nothing or by another index's entries are left out."""
+    another index's entries, rows without labels and unchecked "no match" rows are left out, a
+    row answered by nothing is a gap."""
     from kb.config import load_settings
     from kb.service import KnowledgeBase
 
@@ -110,6 +134,8 @@ def test_a_few_precedents_leave_the_ranking_as_it_was(seeds_kb, seeds_index, tmp
                 "expected": [{"doc": FIVE, "line": line}],
             },
             {"id": "t2", "query": "how do I bake bread", "lang": "en", "kind": "question", "expected": []},
+            {"id": "t4", "query": "how do I brew tea", "expected": [], "checked": False},
+            {"id": "t5", "query": "a row without its labels"},
             {
                 "id": "t3",
                 "query": "x",
@@ -122,6 +148,7 @@ def test_a_few_precedents_leave_the_ranking_as_it_was(seeds_kb, seeds_index, tmp
     )
     kb = KnowledgeBase.open(index=str(seeds_index), settings=load_settings(precedents=str(file)))
     assert kb._searcher.precedents.posts == 1 and not kb._searcher.precedents.enough
+    assert kb._searcher.precedents.gap_count == 1 and kb.stats()["ranker"]["gaps"] == 1
     assert kb._searcher.model is kb.model
     assert [h.entry.id for h in kb.search(POST).suggestions + kb.search(POST).hits] == [
         h.entry.id for h in seeds_kb.search(POST).suggestions + seeds_kb.search(POST).hits
@@ -153,3 +180,42 @@ def test_precedents_that_name_nothing_here_are_an_error_that_says_what_to_give(s
         with pytest.raises(KbError) as e:
             KnowledgeBase.open(index=str(seeds_index), settings=load_settings(precedents=setting))
         assert "precedents" in str(e.value) and says in str(e.value)
+
+
+# Posts in our own words, like unanswerable real posts (Windows has no NCCL; a single-GPU script
+# that needs a process group): nothing in the seeds answers them.
+UNANSWERED = (
+    "Training on my Windows laptop stops at startup\nRuntimeError: Distributed package doesn't have "
+    "NCCL built in\nOne RTX 3060, Windows 11, torch 2.1. Is there a way to train here?",
+    "Single GPU run fails\nRuntimeError: Default process group has not been initialized, please make "
+    "sure to call init_process_group.\nI only have one GPU and did not launch with torchrun",
+)
+
+
+@needs_shared
+def test_posts_nothing_answered_before_turn_away_one_that_reads_like_them(seeds_index, tmp_path):
+    """The real posts as precedents: their unanswerable ones are gaps, and a new post that reads
+    like them gets "no match". The same rows marked `checked: false` (a "no match" nobody looked
+    at, as kb feedback export writes it) are no gaps: the model with precedents ranks, and shows
+    those posts an entry."""
+    from kb.config import load_settings
+    from kb.service import KnowledgeBase
+
+    real = SHARED / "eval" / "real_dev.jsonl"
+    rows = [json.loads(line) for line in real.read_text("utf-8").splitlines()]
+    unchecked = _write(
+        tmp_path / "unchecked.jsonl", [r if r["expected"] else {**r, "checked": False} for r in rows]
+    )
+    with_gaps = KnowledgeBase.open(index=str(seeds_index), settings=load_settings(precedents=str(real)))
+    without = KnowledgeBase.open(index=str(seeds_index), settings=load_settings(precedents=str(unchecked)))
+    gaps = sum(not r["expected"] for r in rows)
+    assert with_gaps.stats()["ranker"] | {"gaps": gaps, "with_gaps": True} == with_gaps.stats()["ranker"]
+    assert with_gaps._searcher.model is with_gaps.model.with_precedents.with_gaps
+    assert without.stats()["ranker"]["gaps"] == 0 and without._searcher.model is without.model.with_precedents
+    for post in UNANSWERED:
+        assert with_gaps.search(post).no_match, post
+        shown = without.search(post)
+        assert not shown.no_match and shown.hits, post
+    # A post one of the gaps' neighbours answered keeps its entry (the precedents test's post).
+    top = (with_gaps.search(POST).hits or [None])[0]
+    assert top is not None and (top.entry.doc, top.entry.title) == (FIVE, "NCCL error(5)")

@@ -183,9 +183,16 @@ def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
 
 def test_the_shipped_model_reads_the_features_the_searcher_computes():
     from index.features import FEATURES
-    from index.ranker import GATE_FEATURES
+    from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 
+    plain = tuple(f for f in GATE_FEATURES if f not in PRECEDENT_GATE)
     model = load_model()
-    assert set(model.rank.features) <= set(FEATURES) and tuple(model.gate.features) == GATE_FEATURES
-    assert model.small is not None and tuple(model.small.features) == GATE_FEATURES
-    assert model.meta["data"] and model.meta["cross_validated"]["hit@1"] > 0
+    taught = model.with_precedents
+    assert taught is not None and taught.with_gaps is not None
+    for m, gate in ((model, plain), (taught, plain), (taught.with_gaps, GATE_FEATURES)):
+        assert set(m.rank.features) <= set(FEATURES) and tuple(m.gate.features) == gate
+        assert m.small is not None and tuple(m.small.features) == gate
+        assert m.meta["data"] and m.meta["cross_validated"]["hit@1"] > 0
+    # The model with gaps ranks as the one it is nested in, and the file holds its trees once.
+    assert taught.with_gaps.rank is taught.rank and "rank" not in taught.to_dict()["with_gaps"]
+    assert model.for_index(True, True) is taught.with_gaps and model.for_index(False, True) is model

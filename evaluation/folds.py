@@ -1,0 +1,46 @@
+"""How labelled posts are split into cross-validation folds (evaluation/crossval.py).
+
+Folds are stratified, so every fold holds its share of each knowledge base and of the posts
+nothing answers, and seeded, so that two fits compared on "the same folds" are.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .gold import GoldRow
+
+if TYPE_CHECKING:
+    from .crossval import Example
+
+FOLDS = 5
+
+
+def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
+    """Row id -> fold, stratified by knowledge base and answerability so that every fold holds
+    its share of each (a row searched in two indexes stays in one fold)."""
+    strata: dict[str, list[str]] = {}
+    for r in rows:
+        # A real post names its knowledge base; a team's own posts are all asked of one index.
+        strata.setdefault(r.kb or ("answerable" if r.answerable else "none"), []).append(r.id)
+    rnd = random.Random(seed)
+    out: dict[str, int] = {}
+    offset = 0
+    for name in sorted(strata):
+        ids = sorted(strata[name])
+        rnd.shuffle(ids)
+        for n, rid in enumerate(ids):
+            out[rid] = (n + offset) % k
+        offset += len(ids)
+    return out
+
+
+def folds_by_set(examples: Sequence[Example], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
+    """Row id -> fold, each set split on its own: adding a team's posts to the real posts leaves
+    the real posts' folds as they were, so the two fits compare."""
+    fold_of: dict[str, int] = {}
+    for name in dict.fromkeys(ex.set_name for ex in examples):
+        fold_of |= folds_of([ex.row for ex in examples if ex.set_name == name], k, seed)
+    return fold_of

@@ -237,8 +237,12 @@ class RankModel:
 
     def _gaps_dict(self) -> dict:
         """with_gaps without its ranking: it is this model's (one copy of the trees in the file)."""
-        assert self.with_gaps is not None and self.with_gaps.rank is self.rank
-        return {k: v for k, v in self.with_gaps.to_dict().items() if k != "rank"}
+        gaps = self.with_gaps
+        if gaps is None or gaps.rank is not self.rank:
+            raise ModelError(
+                "with_gaps must rank as the model it is nested in: refit with `python eval/fit.py`"
+            )
+        return {k: v for k, v in gaps.to_dict().items() if k != "rank"}
 
     @classmethod
     def from_dict(cls, d: dict, rank: Linear | Boosted | None = None) -> RankModel:

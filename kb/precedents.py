@@ -46,8 +46,22 @@ def _labelled_posts(path: Path) -> list[tuple[str, list]]:
     return out
 
 
-def load_precedents(setting: str, searcher):
-    """The Precedents of `searcher`'s index from the comma-separated files in `setting`."""
+def _embedded(searcher, texts: list[str], known: dict) -> list:
+    """The query embeddings of `texts`, those of an earlier load taken from `known` (text ->
+    vector), which is left holding these texts' only: embedding 5,000 precedents again would
+    hold up every reload of a rebuilt index."""
+    todo = [t for t in dict.fromkeys(texts) if t not in known]
+    if todo:
+        known.update(zip(todo, searcher.embedder.embed_queries(todo), strict=True))
+    kept = {t: known[t] for t in texts}
+    known.clear()
+    known.update(kept)
+    return [kept[t] for t in texts]
+
+
+def load_precedents(setting: str, searcher, known: dict | None = None):
+    """The Precedents of `searcher`'s index from the comma-separated files in `setting`; `known`:
+    the embeddings of an earlier load by text (see _embedded)."""
     from index.labels import answering, by_document
     from index.precedents import Precedents, precedent_text
 
@@ -70,5 +84,5 @@ def load_precedents(setting: str, searcher):
             f"precedents: no labelled post in {', '.join(map(str, paths))} names an entry of this index; "
             "give the files written for it (kb feedback export --gold FILE --confirmed --index INDEX)"
         )
-    vectors = list(searcher.embedder.embed_queries(texts + gaps))
+    vectors = _embedded(searcher, texts + gaps, {} if known is None else known)
     return Precedents.of(vectors[: len(texts)], answers, vectors[len(texts) :])

@@ -58,6 +58,8 @@ class KnowledgeBase:
         self.model = load_model(settings.ranker or None)
         self.chat_model = chat_model
         self._phases = phases
+        # The precedents' embeddings by text, kept so that a rebuilt index does not embed them again.
+        self._precedent_vectors: dict = {}
         self._searcher = self._searcher_of(loaded)
         self._lock = threading.Lock()
         self._big_paste = threading.BoundedSemaphore(1)
@@ -107,7 +109,7 @@ class KnowledgeBase:
 
         searcher = Searcher(loaded, self.embedder, self.model, self._phases)
         if self.settings.precedents:
-            searcher.precedents = load_precedents(self.settings.precedents, searcher)
+            searcher.precedents = load_precedents(self.settings.precedents, searcher, self._precedent_vectors)
         return searcher
 
     def _check_query(self, query: str) -> str:

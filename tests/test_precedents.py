@@ -219,3 +219,20 @@ def test_posts_nothing_answered_before_turn_away_one_that_reads_like_them(seeds_
     # A post one of the gaps' neighbours answered keeps its entry (the precedents test's post).
     top = (with_gaps.search(POST).hits or [None])[0]
     assert top is not None and (top.entry.doc, top.entry.title) == (FIVE, "NCCL error(5)")
+
+
+@needs_shared
+def test_a_reloaded_index_does_not_embed_its_precedents_again(seeds_index, monkeypatch):
+    from kb.config import load_settings
+    from kb.service import KnowledgeBase
+
+    kb = KnowledgeBase.open(
+        index=str(seeds_index), settings=load_settings(precedents=str(SHARED / "eval" / "real_dev.jsonl"))
+    )
+    embedded: list[str] = []
+    embed = kb.embedder.embed_queries
+    monkeypatch.setattr(kb.embedder, "embed_queries", lambda texts: embedded.extend(texts) or embed(texts))
+    again = kb._searcher_of(kb.index)  # what a rebuilt index's reload does
+    assert embedded == [] and again.precedents.posts == kb._searcher.precedents.posts
+    assert np.array_equal(again.precedents.vectors, kb._searcher.precedents.vectors)
+    assert np.array_equal(again.precedents.gaps, kb._searcher.precedents.gaps)

@@ -49,6 +49,9 @@ class GoldRow:
     translation: tuple[Expected, ...] = ()
     direction: str | None = None  # e.g. "zh->en"; derived from the expected entry when absent
     kb: str | None = None  # the knowledge base the row is searched in; None: the set's (or all of them)
+    # False: an unanswerable row nobody checked (kb/unanswered.py: an unvoted "no match"), no gap
+    # (evaluation/precedents.py, as kb/precedents.py leaves it out of an index's precedents).
+    checked: bool = True
 
     @property
     def answerable(self) -> bool:
@@ -125,6 +128,7 @@ def load_gold(path: str | Path, shared: str = "") -> GoldSet:
                 translation=tuple(parse_expected(x, where) for x in _as_list(obj.get("translation"))),
                 direction=obj.get("direction"),
                 kb=kbs[0] if kbs else None,
+                checked=obj.get("checked", True) is not False,
             )
         )
     if not gold.rows:

@@ -25,11 +25,11 @@ def answers_of(row, index) -> frozenset[int]:
 def with_precedents(examples: Sequence, pool: Sequence) -> list:
     """`examples` with their precedent column and gap lead from the posts of `pool` (Examples
     with a vector) searched in the same index, leaving out each example's own post: those with
-    answers there are precedents, the unanswerable ones gaps. Examples without a vector (not a
-    real post) are returned as they are."""
+    answers there are precedents, the unanswerable ones gaps (unless nobody checked them).
+    Examples without a vector (not a real post) are returned as they are."""
     by_index: dict[int, list] = {}
     for p in pool:
-        if p.vector is not None and (p.answers or not p.row.answerable):
+        if p.vector is not None and (p.answers or (not p.row.answerable and p.row.checked)):
             by_index.setdefault(id(p.searcher), []).append(p)
     out = []
     for ex in examples:

@@ -236,3 +236,32 @@ def test_a_reloaded_index_does_not_embed_its_precedents_again(seeds_index, monke
     assert embedded == [] and again.precedents.posts == kb._searcher.precedents.posts
     assert np.array_equal(again.precedents.vectors, kb._searcher.precedents.vectors)
     assert np.array_equal(again.precedents.gaps, kb._searcher.precedents.gaps)
+
+
+def test_a_fit_takes_only_checked_unanswerable_posts_as_gaps():
+    """evaluation/precedents.py reads a team's rows as kb/precedents.py does: an unanswerable row
+    marked `checked: false` (an unvoted "no match") is no gap."""
+    from types import SimpleNamespace
+
+    from evaluation.crossval import Example
+    from evaluation.gold import GoldRow
+    from evaluation.precedents import with_precedents
+    from index.features import FEATURES
+    from index.search import Candidates
+
+    index = SimpleNamespace(entries=[SimpleNamespace(translation=None)], by_id={})
+    searcher = SimpleNamespace(index=index)
+
+    def post(rid, vector, answers=frozenset(), checked=True):
+        row = GoldRow(rid, "q", "en", "log", expected=(), checked=checked)
+        c = Candidates(None, "en", [], np.array([0]), np.zeros((1, len(FEATURES))), np.zeros(1), {}, {}, {})
+        ex = Example("team", row, None, searcher, c, np.zeros(1, dtype=bool), 0.0, real=True)
+        ex.vector, ex.answers = np.asarray(vector, dtype=np.float32), answers
+        return ex
+
+    answered, checked = post("a", [1.0, 0.0, 0.0], frozenset({0})), post("b", [0.0, 1.0, 0.0])
+    unchecked = post("c", [0.0, 0.0, 1.0], checked=False)
+    asked = [post("new", [0.0, 0.6, 0.8]), post("new2", [0.0, 0.0, 1.0])]
+    near_checked, near_unchecked = with_precedents(asked, [answered, checked, unchecked])
+    assert near_checked.candidates.gap == pytest.approx(0.6)  # 0.6 to the checked gap, 0 to the answered post
+    assert near_unchecked.candidates.gap == 0.0  # the post it reads like is no gap

@@ -1,6 +1,7 @@
 """The bundled FAQ (kb/data/faq) answers the launch failures people paste most, as whole logs
 and as questions in the other language: the NCCL watchdog timeout, a rendezvous port already in
-use and a rank killed by SIGKILL. Before these entries the watchdog log got an Ascend
+use and a rank killed by SIGKILL; on Ascend, an HCCL collective timeout (EI0002) and a torch_npu
+that cannot import; with ms-swift, DeepSpeed asked to shard a model already split by device_map. Before these entries the watchdog log got an Ascend
 `MS_NODE_TIMEOUT` entry as its closest; ended by an abort (`exitcode: -6`), it got the accelerate
 ncclSystemError entry, whose log ends the same way, until the watchdog entry said how the process
 ends. The logs are our own, written for these tests."""
@@ -45,17 +46,52 @@ of binary: /usr/bin/python3
 Signal 9 (SIGKILL) received by PID 5122
 """
 
+# Before the torch_npu entries, a whole Ascend issue post with this timeout got the MindSpore
+# rank-table entry (`Init plugin so failed`) as its closest.
+HCCL_TIMEOUT_POST = """\
+8 NPUs, qwen fine-tune dies after about half an hour
+
+torchrun --nproc_per_node 8 finetune.py --deepspeed ds_zero2.json
+[rank5]: Traceback (most recent call last):
+[rank5]:   File "finetune.py", line 212, in <module>
+[rank5]:     trainer.train()
+[rank5]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllreduce, error code is 6
+[rank5]: EI0002: [PID: 40211] 2026-11-20-03:14:07.512.993 The wait execution of the Notify register times out. \
+Reason: The Notify register has not received the Notify record from remote rank [2].
+[W compiler_depend.ts:487] Warning: NPU warning, error code is 507048
+"""
+TORCH_NPU_IMPORT_LOG = """\
+$ python -c "import torch_npu"
+Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+  File "/home/me/torch_npu/__init__.py", line 12, in <module>
+    import torch_npu._C
+ModuleNotFoundError: No module named 'torch_npu._C'
+"""
+SWIFT_MP_LOG = """\
+$ CUDA_VISIBLE_DEVICES=0,1,2,3 swift sft --model Qwen/Qwen2.5-7B-Instruct --dataset data.jsonl --deepspeed zero3
+Traceback (most recent call last):
+  File "/opt/conda/lib/python3.10/site-packages/swift/cli/sft.py", line 5, in <module>
+    sft_main()
+AssertionError: DeepSpeed is not compatible with MP.
+"""
+
 CASES = [
     (WATCHDOG_LOG, "Watchdog caught collective operation timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
     (WATCHDOG_ABORT_LOG, "Watchdog caught collective operation timeout", "TORCH_NCCL_DUMP_ON_TIMEOUT"),
     (PORT_LOG, "Address already in use", "--master_port"),
     (SIGKILL_LOG, "Signal 9 (SIGKILL)", "dmesg"),
+    (HCCL_TIMEOUT_POST, "EI0002", "HCCL_EXEC_TIMEOUT"),
+    (TORCH_NPU_IMPORT_LOG, "torch_npu._C", "set_env.sh"),
+    (SWIFT_MP_LOG, "DeepSpeed is not compatible with MP", "NPROC_PER_NODE=8"),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("log", "title", "command"), CASES, ids=["watchdog", "watchdog-abort", "port", "sigkill"]
+    ("log", "title", "command"),
+    CASES,
+    ids=["watchdog", "watchdog-abort", "port", "sigkill", "hccl-timeout", "torch-npu-import", "swift-mp"],
 )
 def test_a_pasted_log_gets_its_entry_as_a_match_with_its_commands(bundled_kb, log, title, command):
     result = bundled_kb.search(log)
@@ -70,6 +106,8 @@ def test_a_pasted_log_gets_its_entry_as_a_match_with_its_commands(bundled_kb, lo
     [
         ("torchrun 启动报 Address already in use，29500 端口被占用了怎么办？", "Address already in use"),
         ("训练进程被 kill 了，exitcode -9，日志里没有任何报错", "Signal 9 (SIGKILL)"),
+        ("昇腾多机训练建链超时，报 EI0006 Getting socket times out", "EI0006"),
+        ("ms-swift 两台机器怎么一起训练？", "ms-swift"),
     ],
 )
 def test_a_chinese_question_finds_the_entry_in_chinese(bundled_kb, question, title):

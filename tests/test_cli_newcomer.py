@@ -231,9 +231,9 @@ def test_cli_8_a_terminal_gets_a_bar():
 @pytest.mark.slow
 def test_cli_9_stats_human_by_default_json_on_request(bundled_kb):
     human = run_kb("stats")
-    assert human.returncode == 0 and re.search(r"^entries:\s+130 \(zh 65, en 65;", human.stdout, re.M)
+    assert human.returncode == 0 and re.search(r"^entries:\s+150 \(zh 75, en 75;", human.stdout, re.M)
     assert not human.stdout.lstrip().startswith("{")
-    assert json.loads(run_kb("stats", "--json").stdout)["entries"] == 130
+    assert json.loads(run_kb("stats", "--json").stdout)["entries"] == 150
 
 
 # 11. The README tells an ordinary machine where torch's CPU build is, and CI's command is unchanged.

@@ -90,12 +90,12 @@ def test_quick_start_and_use_examples_run_as_written(clone):
     for line, p in zip(use, out, strict=True):
         assert p.returncode == 0, f"{line}\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}"
     ingest, search, ask, ask_json, stats, batch = (p.stdout for p in out)
-    assert re.search(r"indexed 130 entries from 16 files into my-index", ingest)
+    assert re.search(r"indexed 150 entries from 20 files into my-index", ingest)
     assert "1. HCCL" in search and "Init plugin so failed, ret = 1343225860" in search
     assert "Matches:" in ask and "Nccl error(2)" in ask and "No match" not in ask
     answer = json.loads(ask_json)
     assert answer["lang"] == "zh" and not answer["no_match"]
-    assert re.search(r"^entries:\s+130 ", stats, re.M)
+    assert re.search(r"^entries:\s+150 ", stats, re.M)
     rows = [json.loads(line) for line in batch.splitlines()]
     assert [r["id"] for r in rows] == ["q1", "q2", "q3"] and all(r["hits"] for r in rows)
     assert rows[2]["hits"][0]["title"].startswith("HCCL")

@@ -1,10 +1,11 @@
 """The bundled FAQ (kb/data/faq) answers the launch failures people paste most, as whole logs
 and as questions in the other language: the NCCL watchdog timeout, a rendezvous port already in
 use and a rank killed by SIGKILL; on Ascend, an HCCL collective timeout (EI0002) and a torch_npu
-that cannot import; with ms-swift, DeepSpeed asked to shard a model already split by device_map. Before these entries the watchdog log got an Ascend
-`MS_NODE_TIMEOUT` entry as its closest; ended by an abort (`exitcode: -6`), it got the accelerate
-ncclSystemError entry, whose log ends the same way, until the watchdog entry said how the process
-ends. The logs are our own, written for these tests."""
+that cannot import; with ms-swift, DeepSpeed asked to shard a model already split by device_map.
+Before these entries the watchdog log got an Ascend `MS_NODE_TIMEOUT` entry as its closest;
+ended by an abort (`exitcode: -6`), it got the accelerate ncclSystemError entry, whose log ends
+the same way, until the watchdog entry said how the process ends. The logs are our own, written
+for these tests."""
 
 from __future__ import annotations
 

@@ -47,12 +47,9 @@ SET_WEIGHTS = {
 # more): the threshold is the strictest that keeps every set within its budget. Real posts get
 # less than the 0.05 the issue allows, because held out the gate turns away more than it did in
 # the fit: with the topic features (index/topics.py), a budget of 0.04 turned away 0.058 of the
-# held-out answerable posts, 0.03 turned away 0.049, 0.02 turned away 0.037 (5 folds x 3). With
-# the answers' passages (index/views.py), 0.03 turned away 0.046 (0.056 on two of the three
-# splits, over the issue's 0.05) and 0.02 turns away 0.034, Hit@1 0.660 -> 0.662, "no match" on
-# unanswerable posts 0.023 -> 0.009.
+# held-out answerable posts, 0.03 turned away 0.049, 0.02 turned away 0.037 (5 folds x 3).
 FALSE_ABSTENTION_BUDGET = {
-    "real_dev": 0.02,
+    "real_dev": 0.03,
     "seeds": 0.05,
     "crosslingual_zh2en": 0.03,
     "crosslingual_en2zh": 0.015,

@@ -15,7 +15,13 @@ written by hand), searched in the index they were asked of (`--index`). They are
 wrote, so they are treated as the real posts are: split into the same folds, weighed fully,
 never scored by a model fitted on them, and reported apart from the shared posts.
 
-Writes the model, and fit.md and fit.json in eval/results (with --gold: beside the model).
+`--nudge SEED` refits with every feature moved by about 1e-5 of itself (crossval.NUDGE), as
+another environment's numerics move it: run it with two or three seeds to see how far a refit's
+numbers move by chance before calling a difference between two tries real (measured in
+eval/results/fit_spread.md).
+
+Writes the model, and fit.md and fit.json in eval/results (with --gold or --nudge: beside the
+model).
 """
 
 from __future__ import annotations
@@ -162,6 +168,18 @@ def collect_team(golds, target, embedder, progress) -> tuple[list[TeamSet], list
     return teams, sources
 
 
+def nudge_all(seed: int | None, dev_examples, companions, own, teams):
+    """--nudge: every search's features moved by crossval.nudged, in one draw in this order
+    (with no seed, the searches as they are)."""
+    if seed is None:
+        return dev_examples, companions, own, teams
+    groups = [dev_examples, companions, own, *(t.examples for t in teams)]
+    moved = iter(crossval.nudged([ex for g in groups for ex in g], seed))
+    dev_examples, companions, own, *team_examples = [[next(moved) for _ in g] for g in groups]
+    teams = [replace(t, examples=e) for t, e in zip(teams, team_examples, strict=True)]
+    return dev_examples, companions, own, teams
+
+
 def _by_row(people, outcomes: dict[int, Outcome]) -> dict[str, list[Outcome]]:
     """Held-out outcomes (by position in `people`) by row id: a row searched twice has two."""
     by_row: dict[str, list[Outcome]] = {}
@@ -251,7 +269,12 @@ def _arguments(argv):
     ap.add_argument(
         "--repeats", type=int, default=REPEATS, help=f"splits of the cross-validation (default {REPEATS})"
     )
+    ap.add_argument("--nudge", type=int, default=None, metavar="SEED",
+                    help="refit with every feature moved by about 1e-5 of itself (seeded), to measure "
+                    "how far the numbers move by chance; needs --out")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.nudge is not None and not args.out:
+        ap.error("--nudge needs --out: a nudged fit is a measurement, not the model the project ships")
     if args.gold and not args.out:
         ap.error("--gold needs --out: a model fitted on your posts is not the one the project ships")
     if args.index and not args.gold:
@@ -259,7 +282,8 @@ def _arguments(argv):
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
     if args.results is None:
-        args.results = str(Path(args.out).resolve().parent if args.gold else HERE / "results")
+        beside = args.gold or args.nudge is not None
+        args.results = str(Path(args.out).resolve().parent if beside else HERE / "results")
     return args
 
 
@@ -276,6 +300,7 @@ def main(argv=None) -> int:
         sys.exit(f"fit: {e}")
     teams, team_sources = collect_team(golds, team_index, embedder, progress)
     sources += team_sources
+    dev_examples, companions, own, teams = nudge_all(args.nudge, dev_examples, companions, own, teams)
     cv = cross_validated(dev, targets, dev_examples, own, progress, teams, args.repeats, companions)
     meta = {
         "embedder": embedder.id,
@@ -287,6 +312,7 @@ def main(argv=None) -> int:
         "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
         "cross_validated": _headline(cv["folds"]),
+        **({"nudge": {"seed": args.nudge, "share": crossval.NUDGE}} if args.nudge is not None else {}),
     }
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
     model = fit_committed(people, [*own, *companions], meta, cv)
@@ -302,6 +328,7 @@ def main(argv=None) -> int:
         "embedder": embedder.id,
         "sources": sources,
         "repeats": args.repeats,
+        **({"nudge": meta["nudge"]} if "nudge" in meta else {}),
         "cv": {k: v for k, v in cv.items() if k != "team"},  # the team's folds are under "team"
         "in_sample": in_sample,
         "team": {

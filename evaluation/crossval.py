@@ -18,6 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,10 @@ MATCH_PRECISION = 0.8
 REAL_POSTS = "real_dev"  # the shared real posts' set: its budget is every real-post set's
 # Regression trees on the linear ranking's residual (index/trees.py); off, the ranking is linear.
 TREES = True
+# How far eval/fit.py --nudge moves a feature, as a share of itself: about as far as the same
+# searches' features move between environments (the committed model's feature means, fitted in
+# the environment of 2026-11-25, differ from those of a refit on 2026-11-28 by 7e-6 of themselves).
+NUDGE = 1e-5
 GATE_FOLDS = 3  # the gate learns from rankings by models that did not see the query (_gate_drafts)
 MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
 
@@ -146,6 +151,22 @@ def collect(
             out.append(ex)
         if progress:
             progress("search", n, len(gold.rows), row.id)
+    return out
+
+
+def nudged(examples: Sequence[Example], seed: int, share: float = NUDGE) -> list[Example]:
+    """`examples` with every candidate feature multiplied by 1 + share x N(0, 1), drawn in
+    order from `seed` (a zero stays zero): the same searches as another environment's
+    numerics give them, for eval/fit.py --nudge."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for ex in examples:
+        candidates: Any = ex.candidates  # index.search.Candidates
+        x = candidates.x
+        if x.size:
+            moved = (x * (1 + share * rng.standard_normal(x.shape))).astype(x.dtype)
+            ex = dataclasses.replace(ex, candidates=dataclasses.replace(candidates, x=moved))
+        out.append(ex)
     return out
 
 

@@ -111,6 +111,16 @@ def _taught_rows(cv: dict, groups) -> list[str]:
     return lines
 
 
+def _nudge_line(nudge: dict | None) -> list[str]:
+    if not nudge:
+        return []
+    return [
+        "",
+        f"Nudged (`--nudge {nudge['seed']}`): every feature was moved by about {nudge['share']:g} of itself "
+        "before fitting, to see how far the numbers move by chance. Not a model to ship.",
+    ]
+
+
 def render(report: dict) -> str:
     cv = report["cv"]
     data = ", ".join(f"{s['set']} ({s['rows']} {s.get('unit', 'rows')})" for s in report["sources"])
@@ -124,6 +134,7 @@ def render(report: dict) -> str:
         "one-document searches) plus the project's own sets, and never scores a post it was fitted on. Answerable posts are searched in the "
         "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
         'both say "no match".',
+        *_nudge_line(report.get("nudge")),
         "",
         "## Fold means (cross-validated)",
         "",

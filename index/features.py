@@ -44,8 +44,8 @@ unanswerable posts 0.000 -> 0.063, answerable posts turned away 0.046 -> 0.047; 
 Hit@1 0.608 -> 0.626. Both directions (a Chinese term bringing its English one too): Hit@1
 0.637, Hit@5 0.811, turned away 0.059, posts mixing the languages 0.690 -> 0.654. Not kept
 at stop 44 because that refit turned away 0.370 of our seed set's unrelated queries, under its
-floor 0.38 (10 of 27). Stop 45 found that chance (eval/results/fit_spread.md): refitted with its
-features nudged by 1e-5 of themselves, the same code gives 0.407, as do three nudged refits
+floor 0.38 (10 of 27). Stop 45 found that chance (eval/results/fit_spread.md): the branch,
+refitted with its features nudged by 1e-5 of themselves, gives 0.407, as do three nudged refits
 without the table. Over two draws each, the table's Hit@5 gain held (0.833 and 0.836 against
 0.805-0.827 without) and its Hit@1 gain did not (0.644 and 0.610 against 0.598-0.635).
 Measured the quick way, without the one-document searches in the fit, both directions had looked

@@ -250,6 +250,10 @@ def evaluate(
     from kb.indexing import embedder_for
 
     settings = settings or load_settings()
+    if model is None and settings.ranker:  # the model `kb ask` answers with, not the shipped one
+        from index.ranker import load_model
+
+        model = load_model(settings.ranker)
     indexes = indexes or Indexes(settings, index, progress)
     embedder = embedder_for(settings)
     training = _Training(indexes, embedder, progress)

@@ -230,6 +230,34 @@ def test_kb_eval_json_has_the_numbers_and_the_misses(seeds_index):
 
 @pytest.mark.slow
 @needs_shared
+def test_kb_eval_scores_the_ranking_model_the_settings_name(seeds_index, tmp_path, monkeypatch):
+    """A team that fitted its own model (eval/fit.py --gold ... --out) and named it in `ranker`
+    measures that model, not the shipped one: here a copy of the shipped model whose gate turns
+    every query away."""
+    from index.ranker import MODELS_DIR
+    from kb.doors.cli import main
+
+    model = json.loads((MODELS_DIR / "usem3.json").read_text("utf-8"))
+    model["thresholds"] = {shape: 1.0 for shape in model["thresholds"]}
+    strict = tmp_path / "strict.json"
+    strict.write_text(json.dumps(model), "utf-8")
+
+    def overall() -> dict:
+        out = io.StringIO()
+        args = ["eval", str(GOLD / "seeds.jsonl"), "--index", str(seeds_index), "--json", "--no-cv"]
+        with redirect_stdout(out):
+            assert main(args) == 0
+        return json.loads(out.getvalue())["sets"][0]["systems"]["ours"]["overall"]
+
+    shipped = overall()
+    monkeypatch.setenv("KB_RANKER", str(strict))
+    named = overall()
+    assert shipped["abstention"] < 1.0 and shipped["false_abstention"] < 0.1
+    assert named["abstention"] == 1.0 and named["false_abstention"] == 1.0 and named["hit@1"] == 0.0
+
+
+@pytest.mark.slow
+@needs_shared
 def test_langchain_recipe_maps_chunks_back_to_entries(seeds_index):
     from evaluation.systems import LangChainRecipe
     from index.embed import get_embedder

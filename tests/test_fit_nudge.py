@@ -34,19 +34,21 @@ def example(x: np.ndarray) -> Example:
 def features() -> np.ndarray:
     x = np.random.default_rng(7).uniform(0.1, 3.0, (6, 5)).astype(np.float32)
     x[:, 2] = 0.0  # an absent evidence (no code match, say)
+    x[:, 3] = np.arange(1, 7)  # a rank
     return x
 
 
-def test_nudge_moves_every_feature_by_a_hair_and_leaves_zeros_and_the_input_alone():
+def test_nudge_moves_every_feature_by_a_hair_but_whole_numbers_and_leaves_the_input_alone():
     x = features()
     before = x.copy()
     (moved,) = nudged([example(x)], seed=1)
     y = moved.candidates.x
     assert y.dtype == np.float32 and y.shape == x.shape
     assert np.array_equal(x, before), "the examples given are not changed"
-    assert np.all(y[:, 2] == 0.0)
-    nonzero = x != 0
-    relative = np.abs(y[nonzero] / x[nonzero] - 1)
+    assert np.all(y[:, 2] == 0.0) and np.array_equal(y[:, 3], x[:, 3])
+    fractional = x != np.round(x)
+    assert fractional.sum() == 6 * 3
+    relative = np.abs(y[fractional] / x[fractional] - 1)
     assert relative.max() < 10 * NUDGE and (relative > 0).mean() > 0.9
 
 
@@ -57,8 +59,8 @@ def test_nudge_is_the_same_for_a_seed_and_another_for_another_seed():
     assert all(np.array_equal(p.candidates.x, q.candidates.x) for p, q in zip(a, b, strict=True))
     assert not np.array_equal(a[0].candidates.x, c[0].candidates.x)
     # One draw in order: the second example does not repeat the first one's nudge.
-    present = features() != 0
-    first, second = (e.candidates.x[present] / features()[present] for e in a)
+    fractional = features() != np.round(features())
+    first, second = (e.candidates.x[fractional] / features()[fractional] for e in a)
     assert not np.allclose(first, second, rtol=0, atol=NUDGE / 100)
 
 

@@ -15,8 +15,8 @@ written by hand), searched in the index they were asked of (`--index`). They are
 wrote, so they are treated as the real posts are: split into the same folds, weighed fully,
 never scored by a model fitted on them, and reported apart from the shared posts.
 
-`--nudge SEED` refits with every feature moved by about 1e-5 of itself (crossval.NUDGE), as
-another environment's numerics move it: run it with two or three seeds to see how far a refit's
+`--nudge SEED` refits with every feature but whole numbers moved by about 1e-5 of itself
+(crossval.NUDGE), as another environment's numerics move it: run it with two or three seeds to see how far a refit's
 numbers move by chance before calling a difference between two tries real (measured in
 eval/results/fit_spread.md).
 
@@ -270,8 +270,8 @@ def _arguments(argv):
         "--repeats", type=int, default=REPEATS, help=f"splits of the cross-validation (default {REPEATS})"
     )
     ap.add_argument("--nudge", type=int, default=None, metavar="SEED",
-                    help="refit with every feature moved by about 1e-5 of itself (seeded), to measure "
-                    "how far the numbers move by chance; needs --out")  # fmt: skip
+                    help="refit with every feature but whole numbers moved by about 1e-5 of itself "
+                    "(seeded), to measure how far the numbers move by chance; needs --out")  # fmt: skip
     args = ap.parse_args(argv)
     if args.nudge is not None and not args.out:
         ap.error("--nudge needs --out: a nudged fit is a measurement, not the model the project ships")

@@ -155,13 +155,11 @@ def collect(
 
 
 def nudged(examples: Sequence[Example], seed: int, share: float = NUDGE) -> list[Example]:
-    """`examples` with every candidate feature multiplied by 1 + share x N(0, 1), drawn in
-    order from `seed`, but for whole numbers: the same searches as another environment's
-    numerics give them, for eval/fit.py --nudge. Ranks, counts, flags and a score divided by
-    itself come out whole in every environment. Nudged too (stop 45), an entry ranked 3 became
-    2.99998 or 3.00002, trees could split between the two, and the three models so fitted,
-    read on the searches as they are, found 0.925-0.935 of the seed set's answers first
-    where the committed model finds 0.981."""
+    """`examples` with every candidate feature but whole numbers multiplied by 1 + share x
+    N(0, 1), drawn in order from `seed`: the searches as another environment's numerics give
+    them, for eval/fit.py --nudge. Ranks, counts and flags are whole in every environment;
+    nudged too (stop 45), trees split between 2.99998 and 3.00002, and the models so fitted
+    found 0.925-0.935 of the seed set's answers first, not 0.981 (eval/results/fit_spread.md)."""
     rng = np.random.default_rng(seed)
     out = []
     for ex in examples:

@@ -16,9 +16,9 @@ wrote, so they are treated as the real posts are: split into the same folds, wei
 never scored by a model fitted on them, and reported apart from the shared posts.
 
 `--nudge SEED` refits with every feature but whole numbers moved by about 1e-5 of itself
-(crossval.NUDGE), as another environment's numerics move it: run it with two or three seeds to see how far a refit's
-numbers move by chance before calling a difference between two tries real (measured in
-eval/results/fit_spread.md).
+(crossval.NUDGE), as another environment's numerics move it: run it with two or three seeds to
+see how far a refit's numbers move by chance before calling a difference between two tries real
+(measured in eval/results/fit_spread.md).
 
 Writes the model, and fit.md and fit.json in eval/results (with --gold or --nudge: beside the
 model).

@@ -116,8 +116,9 @@ def _nudge_line(nudge: dict | None) -> list[str]:
         return []
     return [
         "",
-        f"Nudged (`--nudge {nudge['seed']}`): every feature was moved by about {nudge['share']:g} of itself "
-        "before fitting, to see how far the numbers move by chance. Not a model to ship.",
+        f"Nudged (`--nudge {nudge['seed']}`): every feature but whole numbers was moved by about "
+        f"{nudge['share']:g} of itself before fitting, to see how far the numbers move by chance. "
+        "Not a model to ship.",
     ]
 
 

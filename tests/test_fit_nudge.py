@@ -1,5 +1,5 @@
-"""`eval/fit.py --nudge SEED`: refit with every feature but whole numbers moved by about 1e-5 of itself, to see how
-far a refit's numbers move by chance (eval/results/fit_spread.md)."""
+"""`eval/fit.py --nudge SEED`: refit with every feature but whole numbers moved by about 1e-5 of
+itself, to see how far a refit's numbers move by chance (eval/results/fit_spread.md)."""
 
 from __future__ import annotations
 

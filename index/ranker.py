@@ -22,17 +22,14 @@ refit for another one.
 
 Tried and not kept (stop 48; branch gate-answered): the gate taught whether the index answers the
 post (an entry that does is among the candidates) instead of whether the top answer is right, the
-match level still set where 80% of the top answers are right, with the real posts' budget 0.02.
-Real posts, 5 folds x 3, against main's same two draws (not nudged, --nudge 1; eval/results/
-fit_spread.md): unanswerable posts shown a match 0.148, 0.139 -> 0.032, 0.051; matches that are
-right 0.785, 0.797 -> 0.816, 0.833; "no match" on unanswerable posts 0.000, 0.032 -> 0.036, 0.036;
-answerable turned away 0.046, 0.034 -> 0.025, 0.037; Hit@1 0.635, 0.649 -> 0.644, 0.652; the seed
-set's unrelated queries turned away 10, 11 -> 12, 11 of 27. But its match level is a probability
-that the index answers, and a pip ResolutionImpossible post got the seeds' "multi-Python
-environment" entry as a match with its commands (0.92; a closest entry at 0.25 with this gate:
-tests/test_search.py test_an_off_topic_post_gets_no_command). One-document indexes showed the right
-entry as a match less often (0.484, 0.525 -> 0.413, 0.386). Two gates (answered for "no match",
-right for the match level) would keep both; not measured yet.
+match level still set where 80% of the top answers are right. Real posts, 5 folds x 3, two draws
+(eval/results/fit_spread.md has the table): unanswerable posts shown a match 0.148, 0.139 -> 0.032,
+0.051, the rest held or moved a little the right way but in one-document indexes (the right entry a
+match for 0.484, 0.525 -> 0.413, 0.386). And its match level is a probability that the
+index answers: a pip ResolutionImpossible post got the seeds' "multi-Python environment" entry
+as a match with its commands (0.92; the gate kept shows it as the closest entry, 0.25: tests/
+test_search.py test_an_off_topic_post_gets_no_command). Two gates (answered for "no match", right
+for the match level) would keep both; not measured yet.
 """
 
 from __future__ import annotations

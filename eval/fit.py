@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from evaluation import crossval, subsets  # noqa: E402
+from evaluation import crossval, gate_fit, subsets  # noqa: E402
 from evaluation.fit_report import mean_of, render  # noqa: E402
 from evaluation.gold import load_gold, shared_dir  # noqa: E402
 from evaluation.indexes import Indexes, Target  # noqa: E402
@@ -125,7 +125,7 @@ def load_team(settings, files, index_dir, progress) -> tuple[list, Target | None
         raise KbError("--gold needs --index: the index its posts were asked of (kb ingest PATH --index DIR)")
     golds = [load_gold(f, settings.shared) for f in files]
     # A set is known by its file name (its weight, its budget, its folds, its lines in fit.md).
-    taken = {crossval.REAL_POSTS, *(Path(name).stem for name in GOLD_FILES)}
+    taken = {gate_fit.REAL_POSTS, *(Path(name).stem for name in GOLD_FILES)}
     for gold in golds:
         if gold.path.stem in taken:
             raise KbError(
@@ -248,7 +248,7 @@ def fit_committed(people, others, meta: dict, cv: dict):
     precedents.py) and that model's for an index with gaps too, whose metas give their own
     cross-validated numbers (`cv`, as cross_validated gives them) and budget."""
     model = crossval.fit([*people, *others], meta=meta)
-    budget = crossval.PRECEDENTED_POSTS_BUDGET
+    budget = gate_fit.PRECEDENTED_POSTS_BUDGET
     taught_meta = {**meta, "posts_budget": budget, "cross_validated": _headline(cv["with_precedents"])}
     taught = crossval.fit([*with_precedents(people, people), *others], meta=taught_meta, posts_budget=budget)
     if taught.with_gaps is not None and cv["with_gaps"]:
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
         "folds": crossval.FOLDS,
         "repeats": args.repeats,
         "set_weights": crossval.SET_WEIGHTS,
-        "false_abstention_budget": crossval.FALSE_ABSTENTION_BUDGET,
+        "false_abstention_budget": gate_fit.FALSE_ABSTENTION_BUDGET,
         "l2": crossval.L2,
         "cross_validated": _headline(cv["folds"]),
         **({"nudge": {"seed": args.nudge, "share": crossval.NUDGE}} if args.nudge is not None else {}),

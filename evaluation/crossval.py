@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .folds import FOLDS, folds_by_set
+from .gate_fit import PRECEDENTED_POSTS_BUDGET, fit_gates
 from .gold import GoldRow, GoldSet, entry_matches
 from .metrics import Outcome, Shown
 from .precedents import answers_of, with_precedents
@@ -44,31 +45,7 @@ SET_WEIGHTS = {
     # FAQ got its `export` as a match again (tests/test_small_index.py).
     "real_dev_docs": 1.0,
 }
-# The share of a set's answerable queries the gate may turn away (the CI floors allow a little
-# more): the threshold is the strictest that keeps every set within its budget. Real posts get
-# less than the 0.05 the issue allows, because held out the gate turns away more than it did in
-# the fit: with the topic features (index/topics.py), a budget of 0.04 turned away 0.058 of the
-# held-out answerable posts, 0.03 turned away 0.049, 0.02 turned away 0.037 (5 folds x 3).
-FALSE_ABSTENTION_BUDGET = {
-    "real_dev": 0.03,
-    "seeds": 0.05,
-    "crosslingual_zh2en": 0.03,
-    "crosslingual_en2zh": 0.015,
-    "crosslingual_both": 0.008,
-}
-# The model for an index with precedents (index/precedents.py) turns away more of the held-out
-# posts than its fit allowed, so its real posts get a smaller share: at 0.03, 0.074 of the
-# answerable posts were turned away held out; at 0.02, 0.049, and Hit@1 0.718 -> 0.734, Hit@5
-# 0.827 -> 0.849, "no match" on unanswerable posts 0.103 -> 0.077 (5 folds x 3, fit.md); 0.015
-# gave the same as 0.02. The gate of an index with gaps (RankModel.with_gaps) has it too: at 0.03
-# it turned away 0.046 of the answerable posts (0.028 at 0.02) and "no match" on unanswerable posts
-# rose 0.104 -> 0.144, Hit@1 0.746 -> 0.743, Hit@5 0.870 -> 0.864; at 0.04, 0.068 (over 0.05).
-PRECEDENTED_POSTS_BUDGET = 0.02
 L2 = 1.0
-# An answer is shown as a match when, over the real posts, at least this share of the answers
-# as confident are right; weaker ones are shown as the closest entry.
-MATCH_PRECISION = 0.8
-REAL_POSTS = "real_dev"  # the shared real posts' set: its budget is every real-post set's
 # Regression trees on the linear ranking's residual (index/trees.py); off, the ranking is linear.
 TREES = True
 # How far eval/fit.py --nudge moves a feature, as a share of itself: about as far as the same
@@ -76,7 +53,6 @@ TREES = True
 # the environment of 2026-11-25, differ from those of a refit on 2026-11-28 by 7e-6 of themselves).
 NUDGE = 1e-5
 GATE_FOLDS = 3  # the gate learns from rankings by models that did not see the query (_gate_drafts)
-MIN_ANSWERABLE = 10  # a set sets a threshold for a query shape only with this many answerable queries of it
 
 
 @dataclass
@@ -202,10 +178,10 @@ def fit(
     meta: dict | None = None,
     posts_budget: float | None = None,
 ):
-    """The ranking model, then the gate on what that model ranks first, then the threshold.
+    """The ranking model, then the gates on what that model ranks first (evaluation/gate_fit.py).
     posts_budget: the share of the answerable posts people wrote that the gate may turn away
     (default: FALSE_ABSTENTION_BUDGET's for real posts). When the posts have gaps (evaluation/
-    precedents.py), the model gets a second gate that reads them (RankModel.with_gaps)."""
+    precedents.py), the model gets gates of its own that read them (RankModel.with_gaps)."""
     from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 
     l2 = L2 if l2 is None else l2
@@ -219,75 +195,13 @@ def fit(
         rows.append(gate_row)
         labels.append(ex.row.answerable and _top_right(ex, faqs))
     g, right = np.vstack(rows), np.array(labels)
+    answered = np.array([bool(ex.positive.any()) for ex in with_cands])
     plain = tuple(f for f in GATE_FEATURES if f not in PRECEDENT_GATE)
-    model = _fit_gate(with_cands, rank, g, right, plain, l2, posts_budget, meta)
+    model = fit_gates(with_cands, rank, g, answered, right, plain, l2, posts_budget, meta)
     if any(ex.candidates.gap > 0 for ex in with_cands):
-        gapped = _fit_gate(with_cands, rank, g, right, GATE_FEATURES, l2, posts_budget, meta)
+        gapped = fit_gates(with_cands, rank, g, answered, right, GATE_FEATURES, l2, posts_budget, meta)
         model = dataclasses.replace(model, with_gaps=gapped)
     return model
-
-
-def _fit_gate(
-    examples: Sequence[Example],
-    rank,
-    g: np.ndarray,
-    right: np.ndarray,
-    names: tuple[str, ...],
-    l2: float,
-    posts_budget: float | None,
-    meta: dict | None,
-):
-    """A RankModel of `rank` with a gate over the features `names` of the gate rows `g`
-    (GATE_FEATURES), fitted to say whether each example's top answer is `right`, and its
-    thresholds and levels."""
-    from index.ranker import GATE_FEATURES, RankModel, query_shape
-
-    from .fitting import fit_gate, fit_small_index, pick_confident
-
-    x = g[:, [GATE_FEATURES.index(f) for f in names]]
-    weight = np.array([ex.weight for ex in examples])
-    # The gate learns from every search but the one-document ones; the gate of a small index
-    # from the searches in small indexes (the one-document ones, and a team's own posts on its
-    # own small index, which teach both: with smallness near 0 they would hardly count here).
-    small = np.array([ex.searcher.smallness for ex in examples])
-    full = ~np.array([ex.gate_only for ex in examples])
-    gate = fit_gate(x[full], right[full], names, weight[full], l2)
-    in_small = small > 0
-    correction = None
-    if in_small.any():
-        z = gate(x[in_small])
-        correction = fit_small_index(
-            x[in_small], z, small[in_small], right[in_small], names, weight[in_small], l2
-        )
-    conf = RankModel(rank, gate, {}, small=correction).confidence(x, small)
-    shapes = np.array(
-        [query_shape(ex.candidates.post.title, ex.candidates.post.lines_total) for ex in examples]
-    )
-    answerable = np.array([ex.row.answerable for ex in examples])
-    thresholds = _thresholds(examples, shapes, conf, answerable, posts_budget)
-    floor = _unshared_floor(shapes, g, right)
-    # Real posts decide how sure a match must be; our own sets are easier and would flatter it.
-    # Unanswerable posts count as wrong answers: they are what a match shown with its commands
-    # must not be given to (with answerable posts alone, the topic features lowered this level
-    # and the share of unanswerable posts shown as a match rose from 0.22 to 0.36, held out).
-    # Without real posts (a fit on our own sets alone), every row counts the same way.
-    real = np.array([ex.real for ex in examples])
-    natural = real if real.any() else np.ones(len(examples), dtype=bool)
-    confident = pick_confident(conf[natural], right[natural], MATCH_PRECISION)
-    confident = max(confident, max(thresholds.values()))
-    return RankModel(rank, gate, thresholds, meta or {}, confident, correction, floor)
-
-
-def _unshared_floor(shapes: np.ndarray, g: np.ndarray, right: np.ndarray) -> float:
-    """RankModel.unshared_dense, from the right answers that share no word with their short query
-    (`shapes`: each row's query shape, index/ranker.py query_shape)."""
-    from index.gate import shares_no_word
-    from index.ranker import GATE_FEATURES
-
-    from .fitting import pick_unshared_floor
-
-    unshared = (shapes == "short") & np.array([shares_no_word(row) for row in g], dtype=bool)
-    return pick_unshared_floor(g[unshared & right, GATE_FEATURES.index("dense_max")])
 
 
 def _fit_ranking(ranked: Sequence[Example], l2: float):
@@ -328,35 +242,6 @@ def _gate_drafts(rank, ranked: Sequence[Example], examples: Sequence[Example], l
         held_in = _fit_ranking([ex for ex in ranked if fold[ex.row.id] != f], l2)
         drafts.append(RankModel(held_in, held_in, {}))
     return [drafts[fold[ex.row.id]] for ex in examples]
-
-
-def _thresholds(
-    examples: Sequence[Example],
-    shapes: np.ndarray,
-    conf: np.ndarray,
-    answerable: np.ndarray,
-    posts_budget: float | None = None,
-) -> dict[str, float]:
-    """Per query shape, the strictest gate probability that keeps every set's answerable queries
-    of that shape turned away within its budget (searches in one-document indexes set none)."""
-    from index.ranker import SHAPES
-
-    from .fitting import pick_threshold
-
-    sets = np.array([ex.set_name for ex in examples])
-    real_sets = {ex.set_name for ex in examples if ex.real}
-    thresholds = {}
-    for shape in SHAPES:
-        per_set = []
-        for name in sorted({ex.set_name for ex in examples if not ex.gate_only}):
-            mask = (sets == name) & (shapes == shape)
-            if (mask & answerable).sum() >= MIN_ANSWERABLE:  # too few to say what a budget allows
-                # Posts people wrote (a team's own too) get the real posts' budget.
-                posts = FALSE_ABSTENTION_BUDGET[REAL_POSTS] if posts_budget is None else posts_budget
-                budget = posts if name in real_sets else FALSE_ABSTENTION_BUDGET.get(name, 0.05)
-                per_set.append(pick_threshold(conf[mask & answerable], conf[mask & ~answerable], budget))
-        thresholds[shape] = min(per_set, default=0.0)
-    return thresholds
 
 
 def cross_validate(

@@ -45,8 +45,10 @@ def _model_rows(model: dict) -> list[str]:
         "",
         "## The committed model",
         "",
-        f'"No match" below the gate\'s probability, by query shape: {th}. Shown as a match (with its '
-        f"commands) from {model['confident']:.3f}; in between, as the closest entry, without its commands. "
+        f'"No match" below the answered gate\'s probability that the index answers the post, by query '
+        f"shape: {th}. Shown as a match (with its commands) from the right gate's probability "
+        f"{model['confident']:.3f} that the top answer is right; below it, as the closest entry, without its "
+        "commands. "
         f"A short query that shares no word with its top entry is shown it only from a cosine of "
         f"{model.get('unshared_dense', 0.0):.3f} (index/gate.py shares_no_word).",
         "",
@@ -57,12 +59,15 @@ def _model_rows(model: dict) -> list[str]:
         for f, w in zip(model["rank"]["features"], model["rank"]["weights"], strict=True)
     ]
     lines += _tree_rows(model["rank"].get("trees"))
-    small = model.get("small") or {"weights": [None] * len(model["gate"]["weights"])}
-    lines += ["", "| gate feature | weight (standardised) | in a small index |", "|---|---|---|"]
+    blank = {"weights": [None] * len(model["gate"]["weights"])}
+    gates = [model.get(k) or blank for k in ("gate", "small", "answered", "answered_small")]
     lines += [
-        f"| {f} | {w:+.3f} | " + ("-" if v is None else f"{v:+.3f}") + " |"
-        for f, w, v in zip(model["gate"]["features"], model["gate"]["weights"], small["weights"], strict=True)
+        "",
+        "| gate feature | right gate (standardised) | in a small index | answered gate | in a small index |",
+        "|---|---|---|---|---|",
     ]
+    for f, *ws in zip(model["gate"]["features"], *(g["weights"] for g in gates), strict=True):
+        lines.append(f"| {f} | " + " | ".join("-" if w is None else f"{w:+.3f}" for w in ws) + " |")
     return lines
 
 

@@ -38,7 +38,7 @@ class Outcome:
     shown: list[Shown]  # empty when no_match
     ranking: list[Shown]  # the ranking behind the decision (suggestions when no_match)
     latency_s: float = 0.0
-    confidence: float | None = None  # ours only: the gate's probability that the top answer is right
+    confidence: float | None = None  # ours only: the right gate's probability that the top answer is right
     weak: bool = False  # ours only: answered as the closest entry, not as a match (no commands shown)
 
 

@@ -37,7 +37,7 @@ def shares_no_word(row: np.ndarray) -> bool:
     and close in meaning: in the committed fit the least cosine of one was 0.52 (30 short
     queries, median 0.76), while `../../../../etc/passwd` reached 0.26 and still got a gate
     probability above the short threshold, the gate being linear and such queries unlike any it
-    was fitted on (RankModel.unshared_dense is the floor, evaluation/crossval.py fits it)."""
+    was fitted on (RankModel.unshared_dense is the floor, evaluation/gate_fit.py fits it)."""
     return all(row[GATE_FEATURES.index(f)] == 0.0 for f in WORD_EVIDENCE)
 
 

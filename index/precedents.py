@@ -14,7 +14,7 @@ eval/results/fit.md), each held-out post having the posts of the other folds as 
 110: what a team has after answering those), ranked by the model fitted with precedents against
 the one without, on the same folds: Hit@1 0.635 -> 0.734, Hit@5 0.815 -> 0.849, MRR@10 0.720 ->
 0.787, ranking Hit@1 before the gate 0.650 -> 0.758; unanswerable posts turned away 0.000 ->
-0.077, answerable ones 0.046 -> 0.049 (its gate's budget: evaluation/crossval.py
+0.077, answerable ones 0.046 -> 0.049 (its gate's budget: evaluation/gate_fit.py
 PRECEDENTED_POSTS_BUDGET), but unanswerable posts shown a match 0.148 -> 0.186 (an unanswerable
 post can read like an answered one). An index without precedents is ranked as before. A
 popularity count instead (how many earlier posts an entry answered, whatever they said) gave

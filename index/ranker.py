@@ -5,31 +5,30 @@ Small linear models over the evidence of index/features.py:
 1. Ranking: score = w . standardised(features). Fitted listwise (a softmax over each post's
    candidates, maximising the probability of the entries that answer it), which is what Hit@1
    asks for; with L2 regularisation, because there are a few hundred labelled posts.
-2. The gate: a logistic regression over what the ranking saw for its top answer (its score, its
-   lead over the runner-up, its evidence, which parts the post had) giving the probability that
-   the top answer is right. Below a threshold the answer is "no match". Each query shape (see
-   query_shape) has its threshold: the highest that keeps the answerable queries of that shape
-   turned away at or under each set's budget; a wrong answer with a command is worse than
-   "no match", but a gate that turns away real questions is not used twice.
-3. The gate of a small index (fewer than SMALL_INDEX questions): the same features with weights
-   of their own, blended in as the index shrinks, because there the top answer's lead over
+2. Two gates, logistic regressions over what the ranking saw for its top answer (its score, its
+   lead over the runner-up, its evidence, which parts the post had). The answered gate gives the
+   probability that the index answers the post at all (an entry that does is a candidate);
+   below a threshold the answer is "no match". Each query shape (see query_shape) has its
+   threshold: the highest that keeps the answerable queries of that shape turned away at or
+   under each set's budget; a wrong answer with a command is worse than "no match", but a gate
+   that turns away real questions is not used twice. The right gate gives the probability that
+   the top answer is the one: from the level where enough of them are right it is a match with
+   its commands, below it the closest entry.
+3. Each gate's own weights for a small index (fewer than SMALL_INDEX questions), over the same
+   features, blended in as the index shrinks, because there the top answer's lead over
    the others says little (a team's FAQ of six entries, not the shared corpus).
 
-evaluation/fitting.py fits them: eval/fit.py on ../shared/eval/real_dev.jsonl and the project's
-gold sets with k-fold cross-validation, and writes the weights with the data they came from to
-index/models/. The weights depend on the embedder (cosines of another model sit elsewhere):
+evaluation/fitting.py and gate_fit.py fit them: eval/fit.py on ../shared/eval/real_dev.jsonl and
+the project's gold sets with k-fold cross-validation, and writes the weights with the data they
+came from to index/models/. The weights depend on the embedder (cosines of another model sit elsewhere):
 refit for another one.
 
-Tried and not kept (stop 48; branch gate-answered): the gate taught whether the index answers the
-post (an entry that does is among the candidates) instead of whether the top answer is right, the
-match level still set where 80% of the top answers are right. Real posts, 5 folds x 3, two draws
-(eval/results/fit_spread.md has the table): unanswerable posts shown a match 0.148, 0.139 -> 0.032,
-0.051, the rest held or moved a little the right way but in one-document indexes (the right entry a
-match for 0.484, 0.525 -> 0.413, 0.386). And its match level is a probability that the
-index answers: a pip ResolutionImpossible post got the seeds' "multi-Python environment" entry
-as a match with its commands (0.92; the gate kept shows it as the closest entry, 0.25: tests/
-test_search.py test_an_off_topic_post_gets_no_command). Two gates (answered for "no match", right
-for the match level) would keep both; not measured yet.
+Why two gates (stop 49; evaluation/gate_fit.py says what each learns): one gate taught "the top
+answer is right" turned away answerable posts whose answer came second as it did posts nothing
+answers, and one taught "the index answers" for both decisions gave a pip post a match with
+commands (stop 48). Real posts, 5 folds x 3, main's two draws (eval/results/fit_spread.md): "no
+match" on unanswerable posts 0.000, 0.032 -> 0.036, 0.036; answerable turned away 0.046, 0.034 ->
+0.025, 0.037; unanswerable shown a match 0.148, 0.139 -> 0.120, 0.122; Hit@1 within the spread.
 """
 
 from __future__ import annotations
@@ -192,8 +191,8 @@ def query_shape(title: str, lines: int) -> str:
 @dataclass(frozen=True)
 class RankModel:
     rank: Linear | Boosted
-    gate: Linear
-    thresholds: dict[str, float]  # query shape -> the least gate probability that is shown as an answer
+    gate: Linear  # the right gate: P(the top answer is right)
+    thresholds: dict[str, float]  # query shape -> the least P(answered) that is shown as an answer
     meta: dict = field(default_factory=dict)
     # From this gate probability on, an answer is a match; below it (and above the threshold) it
     # is shown as the closest entry, which may not be the problem, and without its commands.
@@ -214,6 +213,10 @@ class RankModel:
     # In the model with precedents: the model of an index given gaps too (posts nothing answers,
     # index/precedents.py). Its ranking is the one it is nested in; its gate reads PRECEDENT_GATE.
     with_gaps: RankModel | None = None
+    # The answered gate (P(the index answers the query), over the gate's features) and its small
+    # index correction; None (a model file from before stop 49): the thresholds read the right gate.
+    answered: Linear | None = None
+    answered_small: Linear | None = None
 
     def for_index(self, has_precedents: bool, has_gaps: bool = False) -> RankModel:
         """The model that ranks an index with (or without) precedents, and gaps."""
@@ -226,11 +229,20 @@ class RankModel:
     def confidence(self, gate_rows: np.ndarray, small: float | np.ndarray = 0.0) -> np.ndarray:
         """P(the top answer is right) for rows of the gate's features (in its order), searched in
         an index of `small` = smallness(questions) (one value, or one per row)."""
+        return self._probability(self.gate, self.small, gate_rows, small)
+
+    def answered_probability(self, gate_rows: np.ndarray, small: float | np.ndarray = 0.0) -> np.ndarray:
+        """P(the index answers the query), what the thresholds read; as confidence's arguments."""
+        if self.answered is None:
+            return self.confidence(gate_rows, small)
+        return self._probability(self.answered, self.answered_small, gate_rows, small)
+
+    def _probability(self, gate: Linear, correction: Linear | None, gate_rows, small) -> np.ndarray:
         rows = np.atleast_2d(gate_rows)
-        z = self.gate(rows)
-        if self.small is not None:
+        z = gate(gate.select(rows, self.gate.features))
+        if correction is not None:
             s = np.broadcast_to(np.asarray(small, dtype=np.float64), z.shape)
-            z = (1.0 - s) * z + s * self.small(self.small.select(rows, self.gate.features))
+            z = (1.0 - s) * z + s * correction(correction.select(rows, self.gate.features))
         return 1.0 / (1.0 + np.exp(-z))
 
     def to_dict(self) -> dict:
@@ -243,6 +255,8 @@ class RankModel:
             "unshared_dense": round(float(self.unshared_dense), 6),
             **({"with_precedents": self.with_precedents.to_dict()} if self.with_precedents else {}),
             **({"with_gaps": self._gaps_dict()} if self.with_gaps else {}),
+            **({"answered": self.answered.to_dict()} if self.answered is not None else {}),
+            **({"answered_small": self.answered_small.to_dict()} if self.answered_small is not None else {}),
             "meta": self.meta,
         }
 
@@ -270,6 +284,8 @@ class RankModel:
             float(d.get("unshared_dense", 0.0)),
             cls.from_dict(d["with_precedents"]) if "with_precedents" in d else None,
             cls.from_dict(d["with_gaps"], rank) if "with_gaps" in d else None,
+            Linear.from_dict(d["answered"]) if "answered" in d else None,
+            Linear.from_dict(d["answered_small"]) if "answered_small" in d else None,
         )
 
     def save(self, path: Path) -> None:

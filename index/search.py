@@ -8,8 +8,9 @@ Flow (see DESIGN.md):
 3. index/features.py measures each candidate's evidence; index/ranker.py scores it with weights
    fitted on real posts (eval/fit.py) and groups an entry with its translation, the reader's
    language first.
-4. The gate (also fitted) gives the probability that the top answer is right; below its
-   threshold the result is "no match" with the nearest entries as suggestions.
+4. Two gates (also fitted): below the answered gate's threshold the result is "no match" with
+   the nearest entries as suggestions; the right gate's probability that the top answer is right
+   (the result's confidence) decides whether it is a match or the closest entry.
 
 Measured on ../shared/eval/real_dev.jsonl (real issue-tracker posts, cross-validated; see
 eval/results/fit.md): the hand-weighted fusion this replaces put the right entry first for 25%
@@ -63,7 +64,7 @@ class SearchResult:
     hits: list[Hit]  # empty when nothing matches
     suggestions: list[Hit] = field(default_factory=list)  # nearest entries when no_match
     signature_lines: tuple[str, ...] = ()  # the post's error lines, most telling first
-    confidence: float | None = None  # the gate's probability that the top answer is right
+    confidence: float | None = None  # the right gate's probability that the top answer is right
     post: Post | None = None
     weak: bool = False  # answered, but below the model's confident level: the closest entry, maybe not it
     vague: bool = False  # no match because the query names nothing specific ("it does not work")
@@ -335,9 +336,11 @@ class Searcher:
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
-        conf = float(model.confidence(model.gate.select(gate_row[None, :], GATE_FEATURES), self.smallness)[0])
+        rows = model.gate.select(gate_row[None, :], GATE_FEATURES)
+        conf = float(model.confidence(rows, self.smallness)[0])
+        answered = float(model.answered_probability(rows, self.smallness)[0])
         shape = query_shape(c.post.title, c.post.lines_total)
-        if conf < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
+        if answered < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)
 

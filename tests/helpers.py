@@ -157,7 +157,7 @@ NCCL_LINE = "ExternalError: Nccl error(2), unhandled system error"
 # A closest entry with another first; the answer, "NCCL error(5)" (one card, several processes),
 # among the sources a model reads. The words around the log line that give this change with a refit.
 DUPLICATE_GPU = (
-    "Multi-card training fails: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
+    "torchrun with 2 processes: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
 )
 # What the engineer reader knows: a post's words -> the title of the entry that answers it.
 ENGINEER_KNOWS = {"Duplicate GPU detected": "NCCL error(5)", "Init plugin so failed": "Init plugin so failed"}

@@ -164,9 +164,15 @@ def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
     rows = np.array([[1.0, 2.0]])
     assert back.confidence(rows, 0.5) == pytest.approx(model.confidence(rows, 0.5))
     assert back.confidence(rows, 0.5) != pytest.approx(back.confidence(rows, 0.0))
+    answered = Linear(("a", "b"), np.zeros(2), np.ones(2), np.array([-1.0, 0.5]), 0.0)
+    two = RankModel.from_dict({**model.to_dict(), "answered": answered.to_dict()})
+    assert two.answered_probability(rows) == pytest.approx(1 / (1 + np.exp(0.0)))
+    assert two.confidence(rows) == pytest.approx(model.confidence(rows))  # the right gate is unchanged
     older = {k: v for k, v in model.to_dict().items() if k not in ("small", "unshared_dense")}
     (tmp_path / "older.json").write_text(json.dumps(older))  # a file from before either
     assert load_model(str(tmp_path / "older.json")).unshared_dense == 0.0
+    # a file from before the answered gate: the thresholds read the right gate
+    assert back.answered_probability(rows, 0.5) == pytest.approx(back.confidence(rows, 0.5))
     assert load_model(str(tmp_path / "older.json")).confidence(rows, 0.9) == pytest.approx(
         back.confidence(rows, 0.0)
     )
@@ -192,7 +198,98 @@ def test_the_shipped_model_reads_the_features_the_searcher_computes():
     for m, gate in ((model, plain), (taught, plain), (taught.with_gaps, GATE_FEATURES)):
         assert set(m.rank.features) <= set(FEATURES) and tuple(m.gate.features) == gate
         assert m.small is not None and tuple(m.small.features) == gate
+        assert m.answered is not None and tuple(m.answered.features) == gate
+        assert m.answered_small is not None and tuple(m.answered_small.features) == gate
         assert m.meta["data"] and m.meta["cross_validated"]["hit@1"] > 0
     # The model with gaps ranks as the one it is nested in, and the file holds its trees once.
     assert taught.with_gaps.rank is taught.rank and "rank" not in taught.to_dict()["with_gaps"]
     assert model.for_index(True, True) is taught.with_gaps and model.for_index(False, True) is model
+
+
+def _constant(features: tuple[str, ...], logit: float) -> Linear:
+    n = len(features)
+    return Linear(features, np.zeros(n), np.ones(n), np.zeros(n), logit)
+
+
+@pytest.mark.slow
+def test_no_match_is_the_answered_gates_call_and_the_match_level_the_right_gates(seeds_index):
+    import dataclasses
+
+    from index.embed import get_embedder
+    from index.search import Searcher
+    from index.store import load
+
+    searcher = Searcher(load(seeds_index), get_embedder())
+    post = "NCCL error(2) unhandled system error when two nodes start training"
+    shipped = searcher.model
+    features = shipped.gate.features
+
+    def model(answered: float, right: float):
+        return dataclasses.replace(
+            shipped,
+            gate=_constant(features, right),
+            small=None,
+            answered=_constant(features, answered),
+            answered_small=None,
+            thresholds={"post": 0.5, "short": 0.5},
+            confident=0.5,
+            unshared_dense=0.0,
+        )
+
+    c = searcher.candidates(post)
+    sure = searcher.decide(post, c, model=model(answered=5.0, right=5.0))
+    assert sure.hits and not sure.weak and sure.confidence == pytest.approx(1 / (1 + np.exp(-5.0)))
+    # the index answers it, but the top answer may not be the one: the closest entry, no commands
+    closest = searcher.decide(post, c, model=model(answered=5.0, right=-5.0))
+    assert closest.hits and closest.weak and closest.hits[0].entry == sure.hits[0].entry
+    # nothing in the index answers it, however sure the right gate is of its top answer
+    none = searcher.decide(post, c, model=model(answered=-5.0, right=5.0))
+    assert none.no_match and none.suggestions[0].entry == sure.hits[0].entry
+
+
+@pytest.mark.slow
+def test_the_answered_gate_learns_whether_the_index_answers_a_query_not_whether_it_was_ranked_first(
+    seeds_index, monkeypatch
+):
+    # "No match" is for a post the index cannot answer. Taught instead that a post whose answer
+    # came second is one to turn away, the gate could barely tell answerable posts from others.
+    from evaluation import crossval, fitting
+    from evaluation.gold import Expected, GoldRow, GoldSet
+    from index.embed import get_embedder
+    from index.search import Searcher
+    from index.store import load
+
+    searcher = Searcher(load(seeds_index), get_embedder())
+    queries = [
+        "NCCL error(2) unhandled system error", "ssh: Could not resolve hostname node-1", "免密登录怎么配置",
+        "多机训练卡住不动", "HCCL 超时 EI0006", "nvidia-smi 看不到 GPU", "训练速度比单机慢很多",
+        "Duplicate GPU detected: rank 0 and rank 1 both on CUDA device", "NCCL error(5) invalid usage",
+        "How do I check that NCCL works between two nodes?", "ping 不通另一台机器", "端口被防火墙挡住了",
+    ]  # fmt: skip
+    rows = []
+    for n, q in enumerate(queries):
+        ranked, _ = searcher.rank(searcher.candidates(q), searcher.model)  # "no match" or not
+        for rank in (0, 1):  # the answer as the top entry, and as the runner-up
+            e = searcher.index.entries[ranked[rank][0]]
+            rows.append(GoldRow(f"q{n}-{rank}", q, "en", "question", (Expected(e.doc, line=e.start_line),)))
+        rows.append(GoldRow(f"q{n}-none", q + " on Windows with one GPU", "en", "question", ()))
+    examples = crossval.collect(
+        GoldSet("mine", seeds_index / "mine.jsonl", rows), {None: searcher}, real=True
+    )
+    taught: list[np.ndarray] = []
+    real_fit_gate = fitting.fit_gate
+
+    def fit_gate(x, y, *args, **kwargs):
+        taught.append(y)
+        return real_fit_gate(x, y, *args, **kwargs)
+
+    monkeypatch.setattr(fitting, "fit_gate", fit_gate)
+    model = crossval.fit(examples)
+    assert len(taught) == 2 and model.answered is not None  # the right gate, then the answered gate
+    ids = [ex.row.id for ex in examples if len(ex.candidates.entries)]
+    right, answered = (dict(zip(ids, labels, strict=True)) for labels in taught)
+    for n in range(len(queries)):
+        # the same query twice: only one of its two answers can come first, and both are answers
+        assert answered[f"q{n}-0"] and answered[f"q{n}-1"], queries[n]
+        assert not answered[f"q{n}-none"] and not right[f"q{n}-none"], queries[n]
+    assert all(answered[i] for i in ids if right[i]) and sum(right.values()) < sum(answered.values())

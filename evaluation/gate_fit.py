@@ -3,11 +3,11 @@
 The answered gate learns whether the index answers a query (an entry that does is among its
 candidates) and its thresholds decide "no match"; the right gate learns whether the top answer
 is the one, and its level decides a match (with commands) from the closest entry. One gate did
-both until stop 48, taught "the top answer is right": an answerable post whose answer came second
+both before stop 49, taught "the top answer is right": an answerable post whose answer came second
 was one of its negatives, like a post nothing answers, and it showed 0.148 and 0.139 of the
-unanswerable real posts a match (two draws, 5 folds x 3). Taught "answered" for both, it showed
-0.032 and 0.051, but its match level then read P(answered): a pip ResolutionImpossible post got
-a seed entry as a match with commands (eval/results/fit_spread.md, stop 48).
+unanswerable real posts a match (two draws, 5 folds x 3). Taught "answered" for both (tried at stop
+48), it showed 0.032 and 0.051, but its match level then read P(answered): a pip ResolutionImpossible
+post got a seed entry as a match with commands (eval/results/fit_spread.md).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ CLIENTS = 20
 SHORT = [
     "NCCL error(2) unhandled system error",
     "Init plugin so failed, ret = 1343225860",
-    "多机训练 NCCL 超时怎么办",
+    "多机训练 NCCL 报错怎么办",
     "How do I choose the network interface for NCCL?",
     "修改主机名后需要重启吗",
     "np_tensor can not be split by strategy!",

@@ -194,10 +194,12 @@ class RankModel:
     gate: Linear  # the right gate: P(the top answer is right)
     thresholds: dict[str, float]  # query shape -> the least P(answered) that is shown as an answer
     meta: dict = field(default_factory=dict)
-    # From this gate probability on, an answer is a match; below it (and above the threshold) it
-    # is shown as the closest entry, which may not be the problem, and without its commands.
+    # From this right-gate probability on, an answer is a match; below it (and past the answered
+    # gate's threshold) it is shown as the closest entry, which may not be the problem, and
+    # without its commands.
     confident: float = 0.5
-    # The gate of a small index, over GATE_FEATURES: the logit is (1 - s) gate + s small, with
+    # The right gate's correction for a small index, over GATE_FEATURES (answered_small is the
+    # answered gate's): the logit is (1 - s) gate + s small, with
     # s = smallness(questions); fitted on real posts searched in one-document indexes
     # (evaluation/subsets.py). An index of SMALL_INDEX questions or more gets the gate alone, as
     # does every index with a model file that has none.

@@ -6,6 +6,14 @@ entry's evidence (its FEATURES row), it looks at what the post is about that the
 not cover: the coverage of the post's main line and of its error lines by the entry's words, and
 the rarest word the index knows that the entry lacks. An unrelated post usually shares common
 words with its nearest entry (`cuda`, `memory`) but not its main line's rare ones.
+
+Tried and not kept (stop 50; branch gate-telling): the main line's words and the error lines'
+without index/evidence.py GENERIC_WORDS, so that an entry saying `报错` to a post saying `错误`
+is not read as missing the post's rarest word. Refitted (eval/fit.py, 5x3, main's two draws):
+Hit@1 0.644 and 0.652, Hit@5 0.827 and 0.830 (unchanged); "no match" on unanswerable posts
+0.036 and 0.051 (0.036, 0.036); answerable turned away 0.028 and 0.043 (0.025, 0.037). Within the
+spread, and `多机训练报 NCCL 错误怎么办` on the seeds stayed "no match" (answered 0.50 -> 0.53,
+threshold 0.65): the ranking's words (BM25, coverage) also take `错误` and `报错` as different words.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def fit(
 ):
     """The ranking model, then the gates on what that model ranks first (evaluation/gate_fit.py).
     posts_budget: the share of the answerable posts people wrote that the gate may turn away
-    (default: FALSE_ABSTENTION_BUDGET's for real posts). When the posts have gaps (evaluation/
+    (default: gate_fit.FALSE_ABSTENTION_BUDGET["real_dev"]). When the posts have gaps (evaluation/
     precedents.py), the model gets gates of its own that read them (RankModel.with_gaps)."""
     from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 

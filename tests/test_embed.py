@@ -82,3 +82,37 @@ def test_a_model_that_cannot_load_is_a_one_line_error(monkeypatch):
 
     with pytest.raises(KbError, match="cannot load sentence-transformers model 'someorg/no-such-model'"):
         SentenceTransformerEmbedder("someorg/no-such-model")
+
+
+def test_an_ingest_batch_gives_the_same_vectors_whatever_the_workers_and_the_load(monkeypatch):
+    """Two BLAS threads gave vectors 1.7e-7 away from one thread's, and ingest picked the count by
+    the machine's load: the same documents made another index, and the cross-validated fit moved
+    by a post (index/usem3.py). Every chunk now runs on one BLAS thread, whichever worker runs it."""
+    from threadpoolctl import threadpool_info
+
+    from index.usem3 import UseEmbedder
+
+    texts = [
+        f"第{i}号节点报 NCCL error({i % 7}) unhandled system error, rank {i} 在 allreduce 第 {i * 13} 步超时; "
+        "check NCCL_SOCKET_IFNAME and the hostfile" * (1 + i % 3)
+        for i in range(48)
+    ]
+    one, two, adaptive = UseEmbedder(threads=1), UseEmbedder(threads=2), UseEmbedder()
+    blas: list[int] = []
+    for emb in (one, two, adaptive):
+        emb.batch = 16  # three chunks
+        real = emb._backend.encode
+
+        def encode(chunk, real=real):
+            blas.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+            return real(chunk)
+
+        emb._backend.encode = encode
+    progress: list[tuple[int, int]] = []
+    reference = one.embed_documents(texts, progress=lambda done, total: progress.append((done, total)))
+    assert progress == [(16, 48), (32, 48), (48, 48)]
+    assert np.array_equal(two.embed_documents(texts), reference)
+    for load in (0.0, 9.0):  # a spare core (two workers) or none (one)
+        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, load, load))
+        assert np.array_equal(adaptive.embed_documents(texts), reference)
+    assert blas == [1] * 12

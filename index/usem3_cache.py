@@ -97,11 +97,16 @@ class _LazyTokenizer(UsePureTokenizer):
         wanted.update(_WORD_START + text[i + 1] for i in range(len(text) - 1) if text[i] == _WORD_START)
         if not any(name in self._where for name in wanted):
             return
-        with self._lock:  # a server embeds from several threads: load each bucket once, fully
+        # A server's threads and ingest's workers tokenize at once: each bucket is loaded once,
+        # fully, and leaves `_where` only after its keys are in `_prefixes`, so a thread that
+        # finds none of its buckets there (above, without the lock) has all it needs. Taken off
+        # first, a bucket could be missed by a second worker, which then split its text otherwise.
+        with self._lock:
             for name in wanted:
-                place = self._where.pop(name, None)
+                place = self._where.get(name)
                 if place is not None:
                     self._prefixes.update(marshal.loads(self._blob[place[0] : place[0] + place[1]]))
+                    del self._where[name]
             if not self._where:
                 self._blob = b""  # every bucket is in: nothing left to read
 

@@ -84,10 +84,11 @@ def test_a_model_that_cannot_load_is_a_one_line_error(monkeypatch):
         SentenceTransformerEmbedder("someorg/no-such-model")
 
 
-def test_an_ingest_batch_gives_the_same_vectors_whatever_the_workers_and_the_load(monkeypatch):
+def test_an_ingest_batch_gives_the_same_vectors_whatever_the_workers_and_the_load(monkeypatch, tmp_path):
     """Two BLAS threads gave vectors 1.7e-7 away from one thread's, and ingest picked the count by
     the machine's load: the same documents made another index, and the cross-validated fit moved
-    by a post (index/usem3.py). Every chunk now runs on one BLAS thread, whichever worker runs it."""
+    by a post (index/usem3.py). Every chunk now runs on one BLAS thread, whichever worker runs it.
+    The embedders read a model cache, whose tokenizer the workers load bucket by bucket at once."""
     from threadpoolctl import threadpool_info
 
     from index.usem3 import UseEmbedder
@@ -97,7 +98,8 @@ def test_an_ingest_batch_gives_the_same_vectors_whatever_the_workers_and_the_loa
         "check NCCL_SOCKET_IFNAME and the hostfile" * (1 + i % 3)
         for i in range(48)
     ]
-    one, two, adaptive = UseEmbedder(threads=1), UseEmbedder(threads=2), UseEmbedder()
+    UseEmbedder(model_cache=str(tmp_path))  # writes the cache the three read
+    one, two, adaptive = (UseEmbedder(threads=n, model_cache=str(tmp_path)) for n in (1, 2, 0))
     blas: list[int] = []
     for emb in (one, two, adaptive):
         emb.batch = 16  # three chunks

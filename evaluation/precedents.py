@@ -14,12 +14,16 @@ import dataclasses
 from collections.abc import Sequence
 
 from index.labels import answering
-from index.precedents import Precedents
+from index.precedents import Precedents, precedent_text
 
 
 def answers_of(row, index) -> frozenset[int]:
     """The entries of `index` (a LoadedIndex) that answer a labelled row, with their translations."""
     return answering(index.entries, index.by_id, row.expected)
+
+
+def _text(example) -> str:
+    return precedent_text(example.candidates.views)
 
 
 def with_precedents(examples: Sequence, pool: Sequence) -> list:
@@ -38,12 +42,19 @@ def with_precedents(examples: Sequence, pool: Sequence) -> list:
             continue
         others = [p for p in by_index.get(id(ex.searcher), []) if p.row.id != ex.row.id]
         answered = [p for p in others if p.answers]
-        gaps = [p.vector for p in others if not p.answers]
-        prec = Precedents.of([p.vector for p in answered], [p.answers for p in answered], gaps)
-        index = ex.searcher.index
-        col = prec.column(ex.vector, ex.candidates.entries, index.entries, index.by_id)
+        gaps = [p for p in others if not p.answers]
+        prec = Precedents.of(
+            [p.vector for p in answered],
+            [p.answers for p in answered],
+            [p.vector for p in gaps],
+            [_text(p) for p in answered],
+            [_text(p) for p in gaps],
+        )
+        index, idx = ex.searcher.index, ex.candidates.entries
         x = ex.candidates.x.copy()
-        x[:, ex.candidates.names.index("precedent")] = col
+        names = ex.candidates.names
+        x[:, names.index("precedent")] = prec.column(ex.vector, idx, index.entries, index.by_id)
+        x[:, names.index("precedent_words")] = prec.words_column(_text(ex), idx, index.entries, index.by_id)
         candidates = dataclasses.replace(ex.candidates, x=x, gap=prec.gap(ex.vector))
         out.append(dataclasses.replace(ex, candidates=candidates))
     return out

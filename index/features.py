@@ -16,7 +16,8 @@ posts (eval/fit.py), so no weight here is set by hand. The features, grouped:
 - the ranks in each leg, and whether the entry is in the reader's language;
 - topic: whether the post and the entry's document are about the same product, and the post and
   the entry about the same kind of trouble (index/topics.py);
-- precedent: how closely the post reads like an earlier post the entry answered (index/precedents.py).
+- precedent: how closely the post reads like an earlier post the entry answered, in meaning and
+  in the rare words they share (index/precedents.py).
 
 Tried and not kept (stop 42): how much of a hub an entry is, as in CSLS for cross-language
 retrieval. Some entries come near the top for many unrelated posts (in the seeds, the Chinese
@@ -85,6 +86,8 @@ from .post import Post
 from .seams import VectorHits
 from .text import tokenize
 
+# From earlier posts (index/precedents.py): their meaning, their words; 0 where there are none.
+PRECEDENT_FEATURES = ("precedent", "precedent_words")
 FEATURES = (
     "dense_max",
     "dense_title_view",
@@ -111,7 +114,7 @@ FEATURES = (
     "entry_lines",
     "title_view_coverage",
     *topics.FEATURES,
-    "precedent",
+    *PRECEDENT_FEATURES,
 )
 VIEW_KINDS = ("title", "prose", "error")
 ROW_KINDS = ("title", "signature", "answer")
@@ -219,16 +222,17 @@ def candidate_features(
     entries: Sequence[Entry],
     facts: EntryFacts,
     vocab: Vocabulary,
-    precedent: np.ndarray | None = None,
+    precedent: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict[int, str]]:
     """The FEATURES matrix of the candidates `idx`, and the signature each one matched (if any).
-    precedent: each candidate's index/precedents.py column (none: 0)."""
+    precedent: each candidate's index/precedents.py columns by PRECEDENT_FEATURES name (none: 0)."""
     cols = _dense_columns(views, idx, legs, entries)
     cols.update(_lexical_columns(idx, legs, vocab))
     words, matched = _word_columns(post, views, lang, idx, entries, facts, vocab)
     cols.update(words)
     cols.update(_topic_columns(post, idx, facts))
-    cols["precedent"] = np.zeros(len(idx)) if precedent is None else precedent
+    for name in PRECEDENT_FEATURES:
+        cols[name] = (precedent or {}).get(name, np.zeros(len(idx)))
     return np.column_stack([cols[f] for f in FEATURES]).astype(np.float32), matched
 
 

@@ -47,6 +47,8 @@ posts (0.049), over the issue's 0.05 (eval/results/fit_spread.md says what a mer
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -55,6 +57,7 @@ import numpy as np
 from ingest.entry import Entry
 
 from .features import View
+from .text import tokenize
 
 PRECEDENT_CHARS = 2000  # of a post's kept views, embedded as one text
 # From this many precedent posts an index is ranked by the model fitted with precedents; below,
@@ -77,6 +80,52 @@ def precedent_text(views: Sequence[View]) -> str:
 
 
 @dataclass(frozen=True)
+class PostWords:
+    """The words of earlier posts, each weighed by how rare it is among them (tf-idf, each post
+    of unit length), as lists from a word to the posts that use it."""
+
+    idf: dict[str, float]
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]  # word -> (post, weight in that post)
+    posts: int
+    unseen_idf: float  # of a word no earlier post uses
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> PostWords:
+        counts = [Counter(tokenize(t)) for t in texts]
+        df = Counter(w for c in counts for w in c)
+        n = len(texts)
+        idf = {w: math.log((n + 1) / (d + 0.5)) for w, d in df.items()}
+        lists: dict[str, tuple[list[int], list[float]]] = {}
+        for k, c in enumerate(counts):
+            weights = _weights(c, idf, 0.0)
+            for w, v in weights.items():
+                posts, values = lists.setdefault(w, ([], []))
+                posts.append(k)
+                values.append(v)
+        postings = {
+            w: (np.array(p, dtype=np.int64), np.array(v, dtype=np.float32)) for w, (p, v) in lists.items()
+        }
+        return cls(idf, postings, n, math.log((n + 1) / 0.5))
+
+    def similarity(self, text: str) -> np.ndarray:
+        """Per earlier post, the cosine between its weighed words and those of `text` (a word no
+        earlier post uses counts in the text's length, as the rarest of all)."""
+        out = np.zeros(self.posts, dtype=np.float32)
+        for w, v in _weights(Counter(tokenize(text)), self.idf, self.unseen_idf).items():
+            if w in self.postings:
+                posts, values = self.postings[w]
+                np.add.at(out, posts, values * v)
+        return out
+
+
+def _weights(counts: Counter, idf: dict[str, float], unseen: float) -> dict[str, float]:
+    """Unit-length tf-idf weights: (1 + log count) x idf."""
+    raw = {w: (1.0 + math.log(m)) * idf.get(w, unseen) for w, m in counts.items()}
+    norm = math.sqrt(sum(v * v for v in raw.values())) or 1.0
+    return {w: v / norm for w, v in raw.items()}
+
+
+@dataclass(frozen=True)
 class Precedents:
     """Earlier posts of one index: their vectors, and the entry that answered each; and the
     posts nothing in it answers (gaps)."""
@@ -85,6 +134,9 @@ class Precedents:
     entries: np.ndarray  # (n,) the answering entry's position in the index
     posts: int = 0  # how many posts (a post answered by two entries is two rows)
     gaps: np.ndarray | None = None  # (m, dim) the unanswered posts' vectors; None: none
+    # The answered posts' words (their rarity counted over the gaps too), and each row's post.
+    words: PostWords | None = None
+    post_of_row: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -113,18 +165,24 @@ class Precedents:
         vectors: Sequence[np.ndarray],
         answers: Sequence[frozenset[int]],
         gaps: Sequence[np.ndarray] = (),
+        texts: Sequence[str] = (),
+        gap_texts: Sequence[str] = (),
     ) -> Precedents:
         """Posts by their vectors and the entries that answer each (one row per entry), and the
-        vectors of the posts nothing answers."""
+        vectors of the posts nothing answers; with `texts` (the answered posts' precedent_text)
+        their words too, and `gap_texts` (the others') count in how rare a word is."""
         rows = [(k, e) for k, found in enumerate(answers) for e in sorted(found)]
         gap_vectors = np.asarray(np.vstack(gaps), dtype=np.float32) if len(gaps) else None
         if not rows:
             return replace(cls.empty(), gaps=gap_vectors)
+        post_of_row = np.array([k for k, _ in rows], dtype=np.int64)
         return cls(
-            np.asarray(np.vstack(vectors), dtype=np.float32)[[k for k, _ in rows]],
+            np.asarray(np.vstack(vectors), dtype=np.float32)[post_of_row],
             np.array([e for _, e in rows], dtype=np.int64),
             posts=len(vectors),
             gaps=gap_vectors,
+            words=PostWords.of([*texts, *gap_texts]) if texts else None,
+            post_of_row=post_of_row,
         )
 
     def gap(self, post_vector: np.ndarray | None) -> float:
@@ -141,10 +199,25 @@ class Precedents:
     ) -> np.ndarray:
         """Per candidate in `idx`: the best cosine between the post and a precedent that the
         candidate or its translation answered; 0 when none did (or there are no precedents)."""
-        out = np.zeros(len(idx), dtype=np.float32)
         if post_vector is None or not len(self):
-            return out
+            return np.zeros(len(idx), dtype=np.float32)
         sims = self.vectors @ np.asarray(post_vector, dtype=np.float32)
+        return self._best_per_candidate(sims, idx, entries, by_id)
+
+    def words_column(self, text: str, idx: np.ndarray, entries: Sequence[Entry], by_id: dict) -> np.ndarray:
+        """As `column`, by the words the post shares with a precedent (PostWords) instead of
+        their meaning: a rare word two posts share (`Duplicate`, `ncclInvalidUsage`) says more
+        than the embedder's cosine of two long texts."""
+        if self.words is None or self.post_of_row is None or not len(self):
+            return np.zeros(len(idx), dtype=np.float32)
+        sims = self.words.similarity(text)[self.post_of_row]
+        return self._best_per_candidate(sims, idx, entries, by_id)
+
+    def _best_per_candidate(
+        self, sims: np.ndarray, idx: np.ndarray, entries: Sequence[Entry], by_id: dict
+    ) -> np.ndarray:
+        """Per candidate, the best of `sims` (one per row) over the rows it or its translation answered."""
+        out = np.zeros(len(idx), dtype=np.float32)
         best: dict[int, float] = {}
         for e, s in zip(self.entries.tolist(), sims.tolist(), strict=True):
             best[e] = max(best.get(e, -1.0), s)

@@ -30,7 +30,16 @@ from ingest.entry import Entry
 from ingest.lang import cjk_count
 
 from .evidence import Vocabulary, informative, names_nothing
-from .features import FEATURES, Legs, View, candidate_features, dense_evidence, lexical_query_text, post_views
+from .features import (
+    FEATURES,
+    PRECEDENT_FEATURES,
+    Legs,
+    View,
+    candidate_features,
+    dense_evidence,
+    lexical_query_text,
+    post_views,
+)
 from .gate import gate_row, unshared_and_far
 from .post import Post, read_post
 from .precedents import Precedents, precedent_text
@@ -247,15 +256,19 @@ class Searcher:
         """The post as one vector, as precedents are compared (index/precedents.py)."""
         return self._embed([precedent_text(views)])[0]
 
-    def _precedent(self, views: list[View], idx: np.ndarray) -> tuple[np.ndarray | None, float]:
-        """The precedent column and the post's lead towards a gap, when the model that ranks this
+    def _precedent(self, views: list[View], idx: np.ndarray) -> tuple[dict[str, np.ndarray] | None, float]:
+        """The precedent columns and the post's lead towards a gap, when the model that ranks this
         index reads them (with fewer than MIN_POSTS precedents it does not: that costs no
         embedding)."""
-        if not len(self.precedents) or "precedent" not in self.model.rank.features:
+        if not len(self.precedents) or not set(PRECEDENT_FEATURES) & set(self.model.rank.features):
             return None, 0.0
         v = self.post_vector(views)
         gap = self.precedents.gap(v) if "gap_precedent" in self.model.gate.features else 0.0
-        return self.precedents.column(v, idx, self.index.entries, self._by_id), gap
+        entries, by_id = self.index.entries, self._by_id
+        return {
+            "precedent": self.precedents.column(v, idx, entries, by_id),
+            "precedent_words": self.precedents.words_column(precedent_text(views), idx, entries, by_id),
+        }, gap
 
     def _legs(self, post: Post, views: list[View]) -> Legs:
         n = len(self.index.entries)

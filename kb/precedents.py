@@ -85,4 +85,4 @@ def load_precedents(setting: str, searcher, known: dict | None = None):
             "give the files written for it (kb feedback export --gold FILE --confirmed --index INDEX)"
         )
     vectors = _embedded(searcher, texts + gaps, {} if known is None else known)
-    return Precedents.of(vectors[: len(texts)], answers, vectors[len(texts) :])
+    return Precedents.of(vectors[: len(texts)], answers, vectors[len(texts) :], texts, gaps)

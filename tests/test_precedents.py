@@ -46,6 +46,32 @@ def test_column_takes_the_closest_precedent_of_an_entry_or_its_translation():
     assert not prec.column(None, np.array([0, 1]), entries, by_id).any()
 
 
+def test_words_column_weighs_the_rare_words_a_post_shares_with_a_precedent():
+    class E:
+        translation = None
+
+    entries = [E(), E(), E()]
+    v = [np.array([1.0, 0.0], dtype=np.float32)] * 3
+    texts = [
+        "NCCL error: Duplicate GPU detected on rank 1, training failed",
+        "NCCL error: connection timed out, training failed",
+        "training failed with NCCL error while saving",
+    ]
+    # a gap: its words count in how common a word is, and it answers nothing
+    prec = Precedents.of(
+        v, [frozenset({0}), frozenset({1}), frozenset({2})], v[:1], texts, ["NCCL error, training failed"]
+    )
+    post = "Duplicate GPU detected: rank 3 and rank 0, NCCL error, training failed"
+    col = prec.words_column(post, np.array([0, 1, 2]), entries, {})
+    # the shared rare words (duplicate, gpu, detected) outweigh the words every post has
+    assert col[0] > 0.5 > col[1] and col[0] > col[2]
+    assert col[1] > 0  # a shared common word still counts a little
+    assert not prec.words_column("nothing alike here", np.array([0, 1]), entries, {}).any()
+    # without the posts' texts (an index given vectors only) the column is 0
+    plain = Precedents.of(v, [frozenset({0}), frozenset({1}), frozenset({2})])
+    assert not plain.words_column(post, np.array([0, 1, 2]), entries, {}).any()
+
+
 def test_gap_is_how_much_closer_the_nearest_unanswered_post_reads_than_the_nearest_answered():
     answered = [np.array([1.0, 0.0], dtype=np.float32)]
     gaps = [np.array([0.0, 1.0], dtype=np.float32), np.array([0.6, 0.8], dtype=np.float32)]

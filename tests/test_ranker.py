@@ -188,6 +188,7 @@ def test_model_file_round_trips_and_a_bad_one_says_how_to_fix_it(tmp_path):
 
 
 def test_the_shipped_model_reads_the_features_the_searcher_computes():
+    from evaluation import gate_fit
     from index.features import FEATURES
     from index.ranker import GATE_FEATURES, PRECEDENT_GATE
 
@@ -201,6 +202,9 @@ def test_the_shipped_model_reads_the_features_the_searcher_computes():
         assert m.answered is not None and tuple(m.answered.features) == gate
         assert m.answered_small is not None and tuple(m.answered_small.features) == gate
         assert m.meta["data"] and m.meta["cross_validated"]["hit@1"] > 0
+    # Each gate of an index with precedents was fitted with the budget the fit names for it now.
+    assert taught.meta["posts_budget"] == gate_fit.PRECEDENTED_POSTS_BUDGET
+    assert taught.with_gaps.meta["posts_budget"] == gate_fit.GAPPED_POSTS_BUDGET
     # The model with gaps ranks as the one it is nested in, and the file holds its trees once.
     assert taught.with_gaps.rank is taught.rank and "rank" not in taught.to_dict()["with_gaps"]
     assert model.for_index(True, True) is taught.with_gaps and model.for_index(False, True) is model

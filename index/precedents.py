@@ -26,10 +26,7 @@ with `precedent` only refitted the same day with the same gate budget: Hit@1 0.7
 Hit@5 0.846 -> 0.858 (eval/results/fit_spread.md; 0.871 with the smaller budget). An index
 without precedents is ranked as before. A popularity count instead (how many earlier posts an
 entry answered, whatever they said) gave Hit@1 +0.012 (one split): what counts is that the
-earlier post reads like this one. Refitted at stop 57, with long answers embedded point by point
-(index/views.py), on the same folds: Hit@1 0.644 -> 0.750, Hit@5 0.845 -> 0.867, answerable posts
-turned away 0.036 -> 0.046, unanswerable shown a match 0.106 -> 0.143; with gaps too, Hit@1 0.750,
-Hit@5 0.870, "no match" on unanswerable posts 0.144.
+earlier post reads like this one.
 
 Posts nothing answers (rows with `expected: []`: a gap someone checked) are kept as gaps. The
 gate of an index with both (RankModel.with_gaps, the same ranking) reads how much closer the post

@@ -19,6 +19,15 @@ a language model reading a closest entry) failed, and our seed set's unrelated q
 turned away 0.296 of the time (0.370 refitted without; floor 0.38). As a row kind with a
 feature of its own, out of the best cosine per view: Hit@1 0.650, Hit@5 0.833 (5x3). Keeping the
 gain needs a guard against that pull, not more passages.
+
+Tried again and not kept (stop 57; branch answer-passages): the same rows on today's ranking and
+two gates, refitted (eval/fit.py 5x3, against main's cross-validation of the same day): real posts
+Hit@1 0.637 -> 0.644, Hit@5 0.817 -> 0.845, unanswerable posts shown a match 0.114 -> 0.106, but
+answerable ones turned away 0.022 -> 0.036, and the seed set's unrelated queries turned away 10 of
+27 (12). The pull is still there, and three failure classes came back in the clean-clone CI run:
+the issue-template post asking about 免密登录 got 问题避免 first, a new error in a conversation
+got the earlier answer again, and a Paddle wheel's error got a MindSpore entry second. A guard
+against that pull is still what keeping the gain needs (eval/results/fit_spread.md).
 """
 
 from __future__ import annotations

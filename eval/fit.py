@@ -44,6 +44,7 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from evaluation import crossval, gate_fit, subsets  # noqa: E402
 from evaluation.fit_report import mean_of, render  # noqa: E402
+from evaluation.folds import REPEATS  # noqa: E402
 from evaluation.gold import load_gold, shared_dir  # noqa: E402
 from evaluation.indexes import Indexes, Target  # noqa: E402
 from evaluation.metrics import Outcome, grouped, metrics  # noqa: E402
@@ -54,7 +55,6 @@ from kb.config import load_settings  # noqa: E402
 from kb.errors import KbError  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
-REPEATS = 3
 K = 10
 
 

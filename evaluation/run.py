@@ -11,8 +11,10 @@ from functools import partial
 from pathlib import Path
 
 from kb.config import Settings, load_settings
+from kb.errors import KbError
 
 from . import crossval, llm_stage, subsets
+from .folds import REPEATS
 from .gold import GoldRow, GoldSet, entry_matches, load_gold
 from .indexes import Indexes, Target
 from .metrics import Judged, Outcome, grouped, judge, metrics, misses
@@ -105,6 +107,7 @@ class SetResult:
     unresolved: list[str] = field(default_factory=list)
     fold_means: dict | None = None  # cross-validation: metrics averaged over folds
     folds: int = 0
+    splits: int = 0  # how many splits into folds the cross-validation was repeated over
     one_document: dict | None = None  # cross-validation in one-document indexes (evaluation/subsets.py)
     llm: dict | None = None  # `--llm`: what the language model did (evaluation/llm_stage.py)
 
@@ -123,7 +126,11 @@ class SetResult:
             },
         }
         if self.fold_means is not None:
-            out["cross_validation"] = {"folds": self.folds, "fold_means": self.fold_means}
+            out["cross_validation"] = {
+                "folds": self.folds,
+                "splits": self.splits,
+                "fold_means": self.fold_means,
+            }
             if self.one_document:
                 out["cross_validation"]["one_document_indexes"] = self.one_document
         if self.llm is not None:
@@ -153,10 +160,8 @@ class _Training:
         return self._examples
 
 
-def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
-    per_fold = [
-        metrics([j for j in judged if fold_of[j.row.id] == f], k) for f in sorted(set(fold_of.values()))
-    ]
+def _fold_means(per_fold: list[dict]) -> dict:
+    """The mean and spread over folds (of every split) of each metric."""
     keys = [key for key, v in per_fold[0].items() if isinstance(v, float)]
     out = {}
     for key in keys:
@@ -168,8 +173,8 @@ def _fold_means(judged: list[Judged], fold_of: dict[str, int], k: int) -> dict:
 
 
 def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training, k, cross_validate, progress,
-              read_by_model: Callable | None = None):  # fmt: skip
-    """`read_by_model`: `--llm`'s reader of the committed model's answers (llm_stage.read_by_model)."""
+              read_by_model: Callable | None = None, splits: int = REPEATS):  # fmt: skip
+    """`read_by_model`: `--llm`'s reader of the committed model's answers; `splits`: of the CV."""
     from index.search import Searcher
 
     searchers = {name: Searcher(t.loaded, embedder, model) for name, t in targets.items()}
@@ -189,18 +194,24 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     # knowledge bases rather than an --index.
     settings = training.indexes.settings
     companions = [] if training.indexes.index_arg else subsets.companions(gold, settings, embedder, progress)
-    outcomes, folds, held = crossval.cross_validate(
-        examples, training.examples(), k, progress=progress, companions=companions
-    )
+    judged, per_fold, held = [], [], []
+    for seed in range(splits):
+        outcomes, folds, held_split = crossval.cross_validate(
+            examples, training.examples(), k, seed=seed, progress=progress, companions=companions
+        )
+        held += held_split
+        cv_rows: dict[str, list[Outcome]] = {}
+        for i, ex in enumerate(examples):
+            cv_rows.setdefault(ex.row.id, []).append(outcomes[i])
+        split = _judge_all(gold, cv_rows, targets, k)
+        judged += split  # every row once per split: the pooled numbers are the splits' mean
+        fold_of = {ex.row.id: f for ex, f in zip(examples, folds, strict=True)}
+        per_fold += [metrics([j for j in split if fold_of[j.row.id] == f], k) for f in sorted(set(folds))]
     if companions:
-        res.one_document = subsets.held_out(companions, held)
-    cv_rows: dict[str, list[Outcome]] = {}
-    for i, ex in enumerate(examples):
-        cv_rows.setdefault(ex.row.id, []).append(outcomes[i])
-    res.judged[CV_SYSTEM] = _judge_all(gold, cv_rows, targets, k)
-    fold_of = {ex.row.id: f for ex, f in zip(examples, folds, strict=True)}
-    res.fold_means = _fold_means(res.judged[CV_SYSTEM], fold_of, k)
-    res.folds = crossval.FOLDS
+        res.one_document = subsets.held_out(companions * splits, held)
+    res.judged[CV_SYSTEM] = judged
+    res.fold_means = _fold_means(per_fold)
+    res.folds, res.splits = crossval.FOLDS, splits
 
 
 class _SearcherSystem:
@@ -243,6 +254,7 @@ def evaluate(
     cross_validate: bool = True,
     llm: bool = False,
     chat_model=None,
+    splits: int = REPEATS,
 ) -> list[SetResult]:
     """Run every system on every gold set; the indexes are built once and shared. On real-post
     sets (one knowledge base per row) ours is also cross-validated. `llm`: also let the language
@@ -269,7 +281,9 @@ def evaluate(
         res = SetResult(gold, label, unresolved=unresolved(gold, targets))
         for name in systems:
             if name == "ours":
-                _run_ours(res, gold, targets, embedder, model, training, k, cross_validate, progress, reader)
+                _run_ours(
+                    res, gold, targets, embedder, model, training, k, cross_validate, progress, reader, splits
+                )
             else:
                 _run_baseline(res, name, gold, targets, embedder, k, progress, settings)
         results.append(res)
@@ -324,7 +338,7 @@ def text_report(results: list[SetResult], k: int) -> str:
         if res.fold_means:
             fm = res.fold_means
             out.append(
-                f"cross-validated, mean of {res.folds} folds: Hit@1 {fm['hit@1']:.3f} (sd {fm['hit@1_sd']:.3f}), "
+                f"cross-validated, mean of {res.folds} folds x {res.splits} splits: Hit@1 {fm['hit@1']:.3f} (sd {fm['hit@1_sd']:.3f}), "
                 f"Hit@5 {fm['hit@5']:.3f}, abstention {fm.get('abstention', 0):.3f}, "
                 f"false abstention {fm['false_abstention']:.3f}"
             )
@@ -365,6 +379,8 @@ def eval_command(args, settings: Settings) -> int:
     from kb.progress import ProgressBar
 
     k = args.cutoff or 10
+    if args.splits is not None and args.splits < 1:
+        raise KbError(f"--splits {args.splits}: give 1 or more splits of the cross-validation")
     systems = SYSTEMS if args.compare else ("ours",)
     results = evaluate(
         args.gold,
@@ -375,6 +391,7 @@ def eval_command(args, settings: Settings) -> int:
         progress=ProgressBar(quiet=args.json),
         cross_validate=not getattr(args, "no_cv", False),
         llm=getattr(args, "llm", False),
+        splits=args.splits or REPEATS,
     )
     if args.json:
         print(json.dumps({"k": k, "sets": [r.report(k) for r in results]}, ensure_ascii=False))

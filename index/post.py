@@ -11,10 +11,11 @@ and the parts that carry the problem are kept apart, each to be matched on its o
 
 - the title (the first line of an issue-style post: often the best one-line summary);
 - the prose the person typed (zh or en), which also decides the answer language;
-- the error lines, most telling first: exception lines and lines with an error code before
-  generic "failed" lines; launcher boilerplate (`ChildFailedError`, `Pod failed`, `ABORT!!!`:
-  printed by every failed job, whatever the cause) is kept apart, and is the error line only
-  under a title with nothing else (Paddle's FAQ answers `Out of all 4 Trainers`);
+- the error lines, most telling first: the cause NCCL states after `Last error:`, then exception
+  lines and lines with an error code before generic "failed" lines; launcher boilerplate
+  (`ChildFailedError`, `Pod failed`, `ABORT!!!`: printed by every failed job, whatever the cause)
+  is kept apart, and is the error line only under a title with nothing else (Paddle's FAQ
+  answers `Out of all 4 Trainers`);
 - the final exception of each traceback (the frames above it are dropped);
 - the error codes (index/codes.py) and the commands the person ran;
 - which products it names (index/topics.py), counted over every line read, environment
@@ -62,6 +63,10 @@ _FRAME = re.compile(
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*=+ ?backtrace", re.I)
 _EXCEPTION = re.compile(r"^\s*(?:\[\w+\]:\s*)?(?:[\w.]+\.)?[A-Za-z_]*(Error|Exception)\s*:\s*\S")
 _CPP_WHAT = re.compile(r"^\s*what\(\)\s*:")
+# Under its generic result line NCCL names what failed after `Last error:` (`Duplicate GPU detected`,
+# `Error while creating shared memory segment /dev/shm/...`): the most telling line, error word or not.
+_CAUSE_HEAD = re.compile(r"^Last error\s*:\s*(.*)$", re.I)
+CAUSE_WEIGHT = 4.5  # above an exception with a code (_error_weight's most, 4.0)
 _LOG_LEVEL_QUIET = re.compile(r"\b(INFO|DEBUG|TRACE)\b|^\s*[ID]\d{4} ")
 _PERSON = re.compile(
     r"\b(I|I'm|I've|I'd|my|we|our|us|me|you|why|how|what|anyone|does|doesn't|should|is it|it's|"
@@ -199,6 +204,7 @@ class _Lines:
         self.seen: set[str] = set()
         self.fence, self.fence_info = "", ""
         self.in_traceback = False
+        self.cause_next = False  # the line before was NCCL's `Last error:`
 
     def read(self, i: int, full: str) -> None:
         raw = _IMAGE.sub(" ", full[:MAX_LINE_CHARS])
@@ -213,12 +219,29 @@ class _Lines:
                 self.fence, self.fence_info = m.group(2), m.group(3).lower()
             return
         line = _PROCESS_PREFIX.sub("", clean_line(_LINK.sub(r"\1", raw))).strip(" `>")
+        line = self._cause(i, raw, line)
         if not line or line in self.seen:  # every rank prints the same error: count it once
             return
         self.seen.add(line)
         if (i == self.first_i and self.title) or self._noise(raw, line):
             return  # the title is kept on its own
         self._kept(i, raw, line)
+
+    def _cause(self, i: int, raw: str, line: str) -> str:
+        """Notes the cause on NCCL's `Last error:` line or the next; returns the line without the label."""
+        head = _CAUSE_HEAD.match(line)
+        if head:
+            line = head.group(1).strip()
+            self.cause_next = not line
+        elif not (self.cause_next and line):
+            return line
+        else:
+            self.cause_next = False
+            if _TRACEBACK.search(raw) or _FRAME.match(raw):
+                return line
+        if line and line not in self.seen:
+            self.errors.append((CAUSE_WEIGHT, i, line))
+        return line
 
     def _noise(self, raw: str, line: str) -> bool:
         """Tracebacks' frames, tables, progress bars, configs, templates: not what went wrong.

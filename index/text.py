@@ -84,6 +84,9 @@ _TIMESTAMP = re.compile(
 _IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b[0-9a-f]{1,4}(?::[0-9a-f]{0,4}){2,7}\b", re.I)
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b", re.I)
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.+\-@]+){2,}/?")
+# Paths under these name a resource of the system, not where a user put things: `/dev/shm` is
+# what NCCL ran out of, `/etc/hosts` what maps the host names. They are kept whole.
+_SYSTEM_ROOTS = ("/dev/", "/proc/", "/sys/", "/etc/")
 _PID = re.compile(r"\b(?:pid|PID|tid|process)[ :=]+\d+\b|\[\s*\d+\s*\]|\(\s*pid=\d+\s*\)")
 _RANK = re.compile(
     r"\b(rank|local_rank|device|device_id|gpu|card|node|worker|npu)(\s*[:=#]?\s*)(\d+)\b", re.I
@@ -103,6 +106,12 @@ def without_colours(line: str) -> str:
     return _ANSI.sub("", line)
 
 
+def _short_path(m: re.Match) -> str:
+    """A path as its file name (the folders are this machine's), a system path whole."""
+    path = m.group(0)
+    return f" {path if path.startswith(_SYSTEM_ROOTS) else path.rsplit('/', 1)[-1]} "
+
+
 def clean_line(line: str) -> str:
     """One log line with its run-specific noise (time, ids, addresses, paths, ranks) removed."""
     s = without_colours(line)
@@ -110,7 +119,7 @@ def clean_line(line: str) -> str:
     s = _TIMESTAMP.sub(" ", s)
     s = _IP.sub(" ", s)
     s = _HEX.sub(" ", s)
-    s = _PATH.sub(lambda m: " " + m.group(0).rsplit("/", 1)[-1] + " ", s)  # keep the file name
+    s = _PATH.sub(_short_path, s)
     s = _PID.sub(" ", s)
     s = _RANK.sub(lambda m: m.group(1), s)
     return _SPACES.sub(" ", s).strip()

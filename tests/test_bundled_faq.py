@@ -117,3 +117,26 @@ def test_a_chinese_question_finds_the_entry_in_chinese(bundled_kb, question, tit
     top = result.hits[0]
     shown = top.translation if top.entry.lang != "zh" else top.entry
     assert shown is not None and shown.lang == "zh" and title in shown.title
+
+
+# NCCL's result line (`unhandled system error`, ncclSystemError) is the same whatever failed, and
+# the bundled FAQ has two entries for it on several nodes; what failed here is the line after
+# `Last error:`, with the shared-memory folder in it. Before the post reader took that line as the
+# cause and kept `/dev/shm` in it, the multi-node entries came first and this one third.
+SHM_LOG = """\
+Four GPUs on one machine stop at the first barrier
+
+I start it with torchrun --nproc_per_node=4 train.py inside a container.
+[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system \
+error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+[rank1]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.
+[rank1]: Last error:
+[rank1]: Error while creating shared memory segment /dev/shm/nccl-Qx81Zt (size 9637888)
+"""
+
+
+@pytest.mark.slow
+def test_the_cause_nccl_states_after_last_error_decides_the_entry(bundled_kb):
+    result = bundled_kb.search(SHM_LOG)
+    top = (result.hits or result.suggestions)[0]
+    assert "/dev/shm" in top.entry.body, top.entry.title

@@ -227,6 +227,7 @@ def test_batch_answers_every_line_in_order_and_reports_bad_ones(seeds_index):
         (("search", "x", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
         (("ingest", "/nonexistent/docs", "--index", "/tmp/kb-test-never"), None, "no FAQ entries found"),
         (("feedback", "list", "--index", "/nonexistent/idx"), None, "no index at /nonexistent/idx"),
+        (("eval", "eval/gold/seeds.jsonl", "--splits", "0"), None, "give 1 or more splits"),
         (
             ("feedback", "export", "--gold", "/tmp/kb-test-g.jsonl", "--index", "/nonexistent/idx"),
             None,

@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, SHARED, needs_shared
 from fakes import entry
 
+from evaluation.folds import REPEATS
 from evaluation.gold import Expected, GoldRow, entry_matches, load_gold, norm_title
 from evaluation.indexes import Indexes
 from evaluation.metrics import Outcome, Shown, grouped, judge, metrics, misses
@@ -353,6 +354,8 @@ def test_real_posts_are_reported_cross_validated_and_in_sample(gate_results):
     res = gate_results["shared:eval/real_dev.jsonl"]
     assert {"ours", "ours (cross-validated)"} <= set(res.judged)
     assert res.fold_means and res.folds == 5 and 0 < res.fold_means["hit@1"] <= 1
+    # Repeated over REPEATS splits into folds: every post is scored once in each.
+    assert res.splits == REPEATS and len(res.judged["ours (cross-validated)"]) == REPEATS * len(res.gold.rows)
     g = grouped(res.judged["ours (cross-validated)"], FLOORS["k"])
     assert set(g["by_kb"]) == {"seeds", "corpus", "none"} and set(g["by_direction"]) == {"en", "mixed", "zh"}
     assert set(g["by_kind"]) == {"exact", "root_cause", "partial", "none"}

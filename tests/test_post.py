@@ -241,3 +241,35 @@ def test_a_cpp_exception_message_is_an_error_and_pytorchs_teardown_lines_are_boi
     assert post.question == ""
     assert any("Watchdog caught collective operation timeout" in e for e in post.errors)
     assert not any("Some NCCL operations" in e or "entire process down" in e for e in post.errors)
+
+
+def test_the_cause_nccl_prints_after_last_error_is_the_most_telling_line():
+    """NCCL's result line (`unhandled system error`, `internal error`) is the same for many
+    causes; the line after `Last error:` names the one that happened, even without an error word,
+    and on the same line as well as on the next."""
+    log = "\n".join(
+        [
+            "Training on one node with 4 GPUs stops at the first barrier",
+            "",
+            "[rank2]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+            "[rank2]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+            "or device error.",
+            "[rank2]: Last error:",
+            "[rank2]: Error while creating shared memory segment /dev/shm/nccl-Qx81Zt (size 9637888)",
+        ]
+    )
+    post = read_post(log)
+    assert post.errors[0] == "Error while creating shared memory segment /dev/shm/nccl-Qx81Zt (size 9637888)"
+    assert "Last error:" not in post.errors
+    same_line = read_post("ncclInternalError: Internal check failed.\nLast error: Duplicate GPU detected : rank 1 "
+                          "and rank 0 both on CUDA device 41000")  # fmt: skip
+    assert same_line.errors[0].startswith("Duplicate GPU detected")
+    # Nothing but a traceback after it: no cause is read.
+    bare = read_post(
+        "ncclInternalError: Internal check failed.\nLast error:\nTraceback (most recent call last):"
+    )
+    assert bare.errors == ("ncclInternalError: Internal check failed.",)
+    # Without `Last error:`, a plain line after NCCL's result line stays what it was.
+    plain = read_post("ncclInternalError: Internal check failed.\nthe job was restarted twice")
+    assert plain.errors == ("ncclInternalError: Internal check failed.",)

@@ -34,3 +34,14 @@ def test_clean_line_removes_run_noise_but_keeps_the_error():
     for noise in ("2024-03-01", "10.1.2.3", "4242", "0x7f3a"):
         assert noise not in out
     assert clean_line("rank 7 device_id=3 failed") == "rank device_id failed"
+
+
+def test_clean_line_keeps_system_paths_whole_and_user_paths_as_their_file_name():
+    """`/dev/shm` is the resource that ran out and `/etc/hosts` the file that maps host names;
+    `/home/me/envs/...` only says where one person put things."""
+    out = clean_line("Error while creating shared memory segment /dev/shm/nccl-Qx81Zt (size 9637888)")
+    assert "/dev/shm/nccl-Qx81Zt" in out
+    assert clean_line("cannot open /etc/hosts") == "cannot open /etc/hosts"
+    assert (
+        clean_line("File /home/me/envs/py310/lib/site-packages/torch/run.py failed") == "File run.py failed"
+    )

@@ -240,6 +240,13 @@ def _add_eval_command(sub) -> None:
         help="skip the cross-validation on real-post sets (only the committed model's numbers)",
     )
     sp.add_argument(
+        "--splits",
+        type=int,
+        metavar="N",
+        help="splits into folds that the cross-validation is repeated over, its numbers their mean "
+        "(default 3, as eval/fit.py; 1 is three times faster and moves by a post or two)",
+    )
+    sp.add_argument(
         "--llm",
         action="store_true",
         help="also send each answer to the configured language model (KB_LLM_MODEL) as `kb ask` "

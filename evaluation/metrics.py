@@ -146,8 +146,13 @@ def grouped(judged: Sequence[Judged], k: int) -> dict:
 
 
 def misses(judged: Sequence[Judged]) -> list[dict]:
+    """The queries not answered right. A cross-validation repeated over splits into folds judges
+    every row once per split, in turn: each miss then names the split it came from."""
     out = []
+    repeated = len(judged) > len({j.row.id for j in judged})
+    runs: dict[str, int] = {}
     for j in judged:
+        split = runs[j.row.id] = runs.get(j.row.id, -1) + 1
         if j.row.answerable and j.rank == 1 and j.linked is not False:
             continue
         if not j.row.answerable and j.outcome.no_match:
@@ -173,6 +178,7 @@ def misses(judged: Sequence[Judged]) -> list[dict]:
                 "expected": [{k: v for k, v in asdict(x).items() if v is not None} for x in j.row.expected],
                 "got": [f"{s.entry.doc}:{s.entry.start_line} {s.entry.title[:80]}" for s in got[:3]],
                 "confidence": j.outcome.confidence,
+                **({"split": split} if repeated else {}),
             }
         )
     return out

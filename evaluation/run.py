@@ -362,7 +362,7 @@ def text_report(results: list[SetResult], k: int) -> str:
         main = CV_SYSTEM if CV_SYSTEM in res.judged else "ours"
         ours = res.judged.get(main) or next(iter(res.judged.values()))
         out += [markdown_table(group_rows(grouped(ours, k)), k, main), ""]
-        miss = misses(ours)
+        miss = [m for m in misses(ours) if not m.get("split")]  # of the first split, when repeated
         if miss:
             out.append(f"misses ({len(miss)}):")
             for m in miss[:15]:

@@ -106,6 +106,10 @@ def test_set_metrics_on_a_hand_made_set():
         "refused": "no_match (ranked 1)",
         "answered": "answered an unanswerable query",
     }
+    # A cross-validation repeated over two splits judges every row twice: each miss names its split.
+    twice = misses(judged + judged[::-1])
+    assert [(x["id"], x["split"]) for x in twice if x["id"] == "late"] == [("late", 0), ("late", 1)]
+    assert "split" not in misses(judged)[0]
 
 
 def test_groups_by_kind_and_direction():

@@ -41,11 +41,17 @@ _EXCEPTION = re.compile(r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b")
 def _key_words(line: str) -> str:
     """An error line as a key: from its exception name on when it has one (what a launcher or a
     logger printed before it varies), without the words that hold a number (ranks, ports,
-    sizes, ids the cleaning left; the codes are keyed apart) or a cut host name (`gpu-node-`)."""
+    sizes, ids the cleaning left; the codes are keyed apart), a path (`/dev/shm/nccl-LeXlEJ`: a
+    system path is kept whole for search, and its file is named anew by every run) or a cut host
+    name (`gpu-node-`)."""
     m = _EXCEPTION.search(line)
     if m:
         line = line[m.start() :]
-    words = [w for w in line.casefold().split() if not any(c.isdigit() for c in w) and not w.endswith("-")]
+    words = [
+        w
+        for w in line.casefold().split()
+        if not any(c.isdigit() or c == "/" for c in w) and not w.endswith("-")
+    ]
     return " ".join(w for w in words if w.strip("[]") != "rank")
 
 

@@ -231,6 +231,10 @@ def test_ten_pastes_of_one_error_are_one_group(store):
     assert "Nccl error(2), unhandled system error" in found[0].label
     assert "Nccl error(5)" in found[1].label  # error(5) is another problem, whatever the noise
     assert len({signature(nccl_paste(s))[0] for s in range(10, 20)}) == 1
+    # NCCL names its shared-memory segment anew in every run; the line after `Last error:` is the
+    # post's first error line, so the name must not split the group.
+    shm = "ncclSystemError: System call failed.\nLast error:\nError while creating shared memory segment /dev/shm/nccl-{}"
+    assert signature(shm.format("LeXlEJ"))[0] == signature(shm.format("qWtRbk"))[0]
 
 
 def test_export_writes_gold_rows_the_gold_reader_accepts(store, tmp_path):

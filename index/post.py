@@ -232,14 +232,12 @@ class _Lines:
         head = _CAUSE_HEAD.match(line)
         if head:
             line = head.group(1).strip()
-            self.cause_next = not line
-        elif not (self.cause_next and line):
-            return line
+            self.cause_next = not line  # the label alone: the cause is the next line
+            is_cause = bool(line)
         else:
-            self.cause_next = False
-            if _TRACEBACK.search(raw) or _FRAME.match(raw):
-                return line
-        if line and line not in self.seen:
+            is_cause = bool(self.cause_next and line) and not (_TRACEBACK.search(raw) or _FRAME.match(raw))
+            self.cause_next = self.cause_next and not line
+        if is_cause and line not in self.seen:
             self.errors.append((CAUSE_WEIGHT, i, line))
         return line
 

@@ -208,7 +208,7 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
         fold_of = {ex.row.id: f for ex, f in zip(examples, folds, strict=True)}
         per_fold += [metrics([j for j in split if fold_of[j.row.id] == f], k) for f in sorted(set(folds))]
     if companions:
-        res.one_document = subsets.held_out(companions * splits, held)
+        res.one_document = subsets.held_out(companions, held, splits)
     res.judged[CV_SYSTEM] = judged
     res.fold_means = _fold_means(per_fold)
     res.folds, res.splits = crossval.FOLDS, splits

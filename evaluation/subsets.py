@@ -116,14 +116,16 @@ def balance(companions) -> list:
     return companions
 
 
-def held_out(companions, outcomes) -> dict:
+def held_out(companions, outcomes, splits: int = 1) -> dict:
     """What the one-document indexes showed (cross-validated outcomes, in the order of
-    `companions`): of the posts a document answers, the share shown the right entry as a match
-    and a wrong one as a match; of the others, the share shown a match (with its commands)."""
+    `companions`, once per split of a repeated cross-validation): of the posts a document
+    answers, the share shown the right entry as a match and a wrong one as a match; of the
+    others, the share shown a match (with its commands). Counts are of searches, shares their
+    mean over the splits."""
     from .gold import entry_matches
 
     answered = right = wrong = others = others_matched = 0
-    for ex, out in zip(companions, outcomes, strict=True):
+    for ex, out in zip(list(companions) * splits, outcomes, strict=True):
         matched = not out.no_match and not out.weak
         if not ex.positive.any():
             others += 1
@@ -137,8 +139,8 @@ def held_out(companions, outcomes) -> dict:
         wrong += matched and not is_right
     return {
         "documents": len({ex.kb for ex in companions}),
-        "answered": answered,
-        "others": others,
+        "answered": answered // splits,
+        "others": others // splits,
         "answered_right": round(right / answered, 4) if answered else None,
         "answered_wrong": round(wrong / answered, 4) if answered else None,
         "others_matched": round(others_matched / others, 4) if others else None,

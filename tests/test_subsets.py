@@ -56,6 +56,15 @@ def test_one_document_searches_of_a_post_weigh_as_much_together_as_one_it_answer
     report = held_out(searches, outcomes)
     assert report["answered"] == 1 and report["others"] == 5 and report["answered_right"] == 1.0
     assert report["answered_wrong"] == 0.0 and report["others_matched"] == 0.2  # a weak answer is no match
+    # Two splits of a repeated cross-validation: the same searches, the shares their mean.
+    missed = [Outcome(True, [], [Shown(B)]) for _ in range(6)]
+    twice = held_out(searches, outcomes + missed, splits=2)
+    assert (twice["answered"], twice["others"], twice["answered_right"], twice["others_matched"]) == (
+        1,
+        5,
+        0.5,
+        0.1,
+    )
 
 
 def test_one_document_indexes_are_every_small_knowledge_bases_document_and_the_labelled_others(tmp_path):

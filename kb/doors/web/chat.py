@@ -199,10 +199,15 @@ def mount_chat(app, live: LiveKb) -> None:
 
 
 # Gradio's queue looks for work every 1 ms and for progress every 10 ms, also when idle: an idle
-# `kb serve` used ~7% of a core. Every 20 ms costs a chat request at most 20 ms before it starts
-# (answers take 50-500 ms); the chat shows no progress bars.
-QUEUE_IDLE_SLEEP_S = 0.02
-QUEUE_PROGRESS_SLEEP_S = 0.25
+# `kb serve` used ~7% of a core. Each wake-up of the event loop costs Python time, so an idle
+# server's CPU follows how often the loop wakes. Measured at stop 59, 30 s idle each time: work
+# every 20 ms and progress every 250 ms (about 65 wake-ups a second with uvicorn's 10) used 2.0%
+# of a core, over the 2.5% of tests/test_security_web.py in some 6 s windows; work every 50 ms,
+# 1.9%; every 100 ms, as here, 1.3%; both every second, 1.0%. 100 ms costs a chat request at
+# most 100 ms before it starts (answers take 50-500 ms). The chat shows no progress bars, so
+# progress is looked for once a second.
+QUEUE_IDLE_SLEEP_S = 0.1
+QUEUE_PROGRESS_SLEEP_S = 1.0
 
 
 def _quiet_queue(demo) -> None:

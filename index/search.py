@@ -52,9 +52,9 @@ from .timing import NO_PHASES, Phases
 CANDIDATES = SMALL_INDEX  # entries taken from each leg (so a smaller index is all candidates)
 # Rows asked of the vector index per view. A candidate outside a view's rows gets, for that view,
 # the lowest best cosine of any entry seen (index/features.py dense_evidence's floor). Tried at
-# stop 59: 1000 rows, so that more of the corpus's BM25-only candidates get their real cosines. Real posts, 5 folds x 3 splits,
-# without the held-out gate drafts: ranking Hit@1 0.660 -> 0.651, Hit@5 0.846 -> 0.849. That is
-# within the spread, so the depth stays.
+# stop 59: 1000 rows, so that more of the corpus's BM25-only candidates get their real cosines.
+# Real posts, 5 folds x 3 splits, without the held-out gate drafts: ranking Hit@1 0.660 -> 0.651,
+# Hit@5 0.846 -> 0.849. That is within the spread, so the depth stays.
 DENSE_DEPTH = 200
 QUERY_CACHE_SIZE = 512
 QUERY_CACHE_KEY_CHARS = 600  # views are at most this long; longer keys are not cached

@@ -338,15 +338,30 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _wakeups(pid: int) -> int:
+    """Context switches of all the process's threads: each sleep-and-wake of a poll loop is one."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                total += int(line.split()[1])
+    return total
+
+
 def test_an_idle_server_uses_almost_no_cpu(server):
-    """Gradio's queue polled every 1 ms: an idle kb serve used ~7% of a core."""
+    """Gradio's queue polled every 1 ms: an idle kb serve woke ~860 times a second and used ~7%
+    of a core. Wakeups are what a poll loop costs and they count the same on every machine (about
+    10 a second now); CPU time from the kernel's ticks does not (0.3% of a core here, 3.5% on a CI
+    machine at the same 0.1 s poll), so it only guards against a thread that spins."""
     raw(server.port, "GET", "/api/health")
     time.sleep(2)
-    start = _cpu_seconds(server.proc.pid)
+    cpu, woke = _cpu_seconds(server.proc.pid), _wakeups(server.proc.pid)
     time.sleep(6)
-    used = (_cpu_seconds(server.proc.pid) - start) / 6
-    print(f"idle kb serve: {used:.1%} of a core")
-    assert used < 0.025
+    used = (_cpu_seconds(server.proc.pid) - cpu) / 6
+    per_s = (_wakeups(server.proc.pid) - woke) / 6
+    print(f"idle kb serve: {per_s:.0f} wakeups a second, {used:.1%} of a core")
+    assert per_s < 50
+    assert used < 0.10
 
 
 @pytest.mark.skipif(

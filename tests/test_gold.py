@@ -33,7 +33,10 @@ GOLD = ROOT / "eval" / "gold"
         ),
     ],
 )
-def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message):
+def test_bad_gold_files_are_refused_with_the_line(tmp_path, lines, message, monkeypatch):
+    # No shared data above the file, wherever the temporary folder is (a TMPDIR beside a checkout
+    # with ../shared found it, and "mine" was looked for there instead of refused).
+    monkeypatch.setattr("evaluation.gold.shared_dir", lambda start, setting="": None)
     path = tmp_path / "g.jsonl"
     path.write_text("\n".join(lines), "utf-8")
     with pytest.raises(KbError, match=re.escape(message)):

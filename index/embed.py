@@ -14,8 +14,9 @@ Hit@1 0.211 -> 0.281, MRR 0.316 -> 0.371; in their own (51): MRR 0.467 -> 0.462.
 (`python eval/fit.py`, 5 folds x 3 splits) against the committed model's fit: Hit@1 0.637 ->
 0.631, Hit@5 0.817 -> 0.830, ranking Hit@1 0.646 -> 0.644, unanswerable posts shown a match
 0.114 -> 0.090, but answerable posts turned away 0.022 -> 0.050 (corpus posts 0.026 -> 0.077).
-The fitted ranking already weighs the language of each candidate (features.py), which takes most
-of what the shift gives the raw cosine; the rest is within the spread between refits.
+The fitted ranking already weighs the language of each candidate (features.py), which probably takes
+most of what the shift gives the raw cosine (not measured apart); the rest is within the spread
+between refits.
 """
 
 from __future__ import annotations

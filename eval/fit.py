@@ -186,12 +186,14 @@ def nudge_all(seed: int | None, dev_examples, companions, own, teams):
 
 
 def cross_validated(
-    dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None, companions=()
-) -> dict:
+    dev, targets, dev_examples, own, progress, teams=(), splits: int | None = None, companions=(),
+    train_share: float = 1.0,
+) -> dict:  # fmt: skip
     """Pooled held-out judgements per repeat, and fold means over every fold of every repeat
     (of the shared posts; of each team set apart, under "team"; of the one-document indexes
     per repeat, under "one_document"; with the other folds' posts as precedents, and as
-    precedents and gaps, under "with_precedents" and "with_gaps")."""
+    precedents and gaps, under "with_precedents" and "with_gaps"). `train_share`: of the other
+    folds' posts, the share each fold is fitted on (eval/learning_curve.py)."""
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
     repeats, fold_metrics, one_document = [], [], []
     taught_folds: dict[str, list[dict]] = {"with_precedents": [], "with_gaps": []}
@@ -200,7 +202,7 @@ def cross_validated(
         taught: dict[str, dict[int, Outcome]] = {name: {} for name in taught_folds}
         outcomes, folds, held = crossval.cross_validate(
             people, own, K, seed=seed, progress=progress, companions=companions,
-            precedented=taught["with_precedents"], gapped=taught["with_gaps"],
+            precedented=taught["with_precedents"], gapped=taught["with_gaps"], train_share=train_share,
         )  # fmt: skip
         if companions:
             one_document.append(subsets.held_out(companions, held))

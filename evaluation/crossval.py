@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .folds import FOLDS, folds_by_set
+from .folds import FOLDS, folds_by_set, kept_share
 from .gate_fit import GAPPED_POSTS_BUDGET, PRECEDENTED_POSTS_BUDGET, fit_gates
 from .gold import GoldRow, GoldSet, entry_matches
 from .metrics import Outcome, Shown
@@ -270,24 +270,28 @@ def cross_validate(
     companions: Sequence[Example] = (),
     precedented: dict[int, Outcome] | None = None,
     gapped: dict[int, Outcome] | None = None,
+    train_share: float = 1.0,
 ) -> tuple[dict[int, Outcome], list[int], list[Outcome]]:
     """Held-out outcomes for every example of `dev` (by position) and its fold, and those of
     `companions`: more searches of the posts of `dev` (in one-document indexes), each fitted on
     with its post and scored by the model of its post's fold. `precedented`, when given, gets
     each example of `dev` held out with the posts of the other folds as its precedents, ranked by
     a model fitted with them (evaluation/precedents.py); `gapped` the same, the unanswerable ones
-    of those posts its gaps, ranked by that model's RankModel.with_gaps."""
+    of those posts its gaps, ranked by that model's RankModel.with_gaps. `train_share` < 1 fits
+    each fold on a seeded share of the other folds' posts (and their searches), which are also
+    the only precedents: what a team that had labelled fewer posts would have."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     both = [*dev, *companions]
     for f in range(folds):
-        train = [ex for ex in both if fold_of[ex.row.id] != f] + list(extra)
+        kept = training_posts(dev, fold_of, f, train_share, seed * folds + f)
+        train = [ex for ex in both if ex.row.id in kept] + list(extra)
         model = fit(train)
         for i, ex in enumerate(both):
             if fold_of[ex.row.id] == f:
                 outcomes[i] = decide(ex, model, k)
         if precedented is not None:
-            seen = [ex for ex in dev if fold_of[ex.row.id] != f]
+            seen = [ex for ex in dev if ex.row.id in kept]
             taught = fit(
                 with_precedents(train, seen),
                 posts_budget=PRECEDENTED_POSTS_BUDGET,
@@ -302,3 +306,14 @@ def cross_validate(
             progress("cross-validation", f + 1, folds, "")
     held = [outcomes.pop(len(dev) + i) for i in range(len(companions))]
     return outcomes, [fold_of[ex.row.id] for ex in dev], held
+
+
+def training_posts(
+    dev: Sequence[Example], fold_of: dict[str, int], fold: int, share: float, seed: int
+) -> set[str]:
+    """The ids of the posts a fold's model is fitted on: the other folds' (all of them, or a
+    seeded share of each knowledge base and of the unanswerable ones)."""
+    others = {ex.row.id: ex.row for ex in dev if fold_of[ex.row.id] != fold}
+    if share >= 1.0:
+        return set(others)
+    return kept_share(list(others.values()), share, seed)

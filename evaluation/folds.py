@@ -25,13 +25,19 @@ FOLDS = 5
 REPEATS = 3
 
 
+def _strata(rows: Sequence[GoldRow]) -> dict[str, list[str]]:
+    """Row ids by what a fold must hold its share of: a real post names its knowledge base; a
+    team's own posts are all asked of one index, so they go by whether anything answers them."""
+    strata: dict[str, list[str]] = {}
+    for r in rows:
+        strata.setdefault(r.kb or ("answerable" if r.answerable else "none"), []).append(r.id)
+    return strata
+
+
 def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str, int]:
     """Row id -> fold, stratified by knowledge base and answerability so that every fold holds
     its share of each (a row searched in two indexes stays in one fold)."""
-    strata: dict[str, list[str]] = {}
-    for r in rows:
-        # A real post names its knowledge base; a team's own posts are all asked of one index.
-        strata.setdefault(r.kb or ("answerable" if r.answerable else "none"), []).append(r.id)
+    strata = _strata(rows)
     rnd = random.Random(seed)
     out: dict[str, int] = {}
     offset = 0
@@ -42,6 +48,22 @@ def folds_of(rows: Sequence[GoldRow], k: int = FOLDS, seed: int = 0) -> dict[str
             out[rid] = (n + offset) % k
         offset += len(ids)
     return out
+
+
+def kept_share(rows: Sequence[GoldRow], share: float, seed: int) -> set[str]:
+    """The ids of a seeded `share` of `rows`, taken from each stratum of folds_of in proportion
+    (at least one row of a stratum that has any): the posts a team would have labelled had it
+    labelled fewer (eval/learning_curve.py)."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"a share of the training posts is in (0, 1], not {share}")
+    strata = _strata(rows)
+    rnd = random.Random(seed)
+    kept: set[str] = set()
+    for name in sorted(strata):
+        ids = sorted(strata[name])
+        rnd.shuffle(ids)
+        kept.update(ids[: max(1, round(share * len(ids)))])
+    return kept
 
 
 def folds_by_set(examples: Sequence[Example], k: int = FOLDS, seed: int = 0) -> dict[str, int]:

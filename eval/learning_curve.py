@@ -107,9 +107,15 @@ def render(report: dict) -> str:
         if trend:
             line = f"Hit@1 gains {trend['per_doubling']:+.3f} per doubling of the posts (least squares on log2 of them)"
             if "posts_at_target" in trend:
+                beyond = trend["posts_at_target"] > max(p["posts"] for p in report["points"])
                 line += (
                     f"; the line reaches Hit@1 {TARGET_HIT1} at about {trend['posts_at_target']} posts "
-                    "fitted on (an extrapolation past the measured points, not a promise)"
+                    "fitted on "
+                    + (
+                        "(an extrapolation past the measured points, not a promise)"
+                        if beyond
+                        else "(within them)"
+                    )
                 )
             lines += ["", line + "."]
         lines.append("")

@@ -93,6 +93,10 @@ def test_the_gain_per_doubling_and_where_the_line_would_reach_the_target():
     # 0.60 at 100 posts, 0.05 a doubling: 0.75 three doublings later.
     assert trend["posts_at_target"] == 800
     assert curve.per_doubling(points, "with_precedents") is None, "no numbers, no line"
+    report = {"measured_at": "now", "embedder": "e", "splits": 1, "seconds": 1.0, "trend": {"plain": trend},
+              "points": [{**p, "share": 1.0, "fold_sd_hit@1": 0.1, "plain": {k: 0.5 for k in curve.KEYS},
+                          "with_precedents": {k: None for k in curve.KEYS}} for p in points]}  # fmt: skip
+    assert "at about 800 posts fitted on (an extrapolation past the measured points" in curve.render(report)
     flat = [{"posts": n, "plain": {"hit@1": 0.6}} for n in (25, 50)]
     assert "posts_at_target" not in curve.per_doubling(flat, "plain"), "a flat line reaches nothing"
 

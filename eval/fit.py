@@ -193,16 +193,19 @@ def cross_validated(
     (of the shared posts; of each team set apart, under "team"; of the one-document indexes
     per repeat, under "one_document"; with the other folds' posts as precedents, and as
     precedents and gaps, under "with_precedents" and "with_gaps"). `train_share`: of the other
-    folds' posts, the share each fold is fitted on (eval/learning_curve.py)."""
+    folds' posts, the share each fold is fitted on (eval/learning_curve.py); how many posts that
+    was for each fold of each repeat is under "posts_fitted_on"."""
     people = [*dev_examples, *(ex for t in teams for ex in t.examples)]
     repeats, fold_metrics, one_document = [], [], []
     taught_folds: dict[str, list[dict]] = {"with_precedents": [], "with_gaps": []}
     team_folds: dict[str, list[dict]] = {t.name: [] for t in teams}
+    fitted_on: list[int] = []
     for seed in range(REPEATS if splits is None else splits):
         taught: dict[str, dict[int, Outcome]] = {name: {} for name in taught_folds}
         outcomes, folds, held = crossval.cross_validate(
             people, own, K, seed=seed, progress=progress, companions=companions,
             precedented=taught["with_precedents"], gapped=taught["with_gaps"], train_share=train_share,
+            fitted_on=fitted_on,
         )  # fmt: skip
         if companions:
             one_document.append(subsets.held_out(companions, held))
@@ -229,6 +232,7 @@ def cross_validated(
         "folds": fold_metrics,
         "team": team_folds,
         "one_document": one_document,
+        "posts_fitted_on": fitted_on,
         **taught_folds,
     }
 

@@ -1,6 +1,6 @@
 """How the cross-validated numbers grow with the labelled posts the model is fitted on.
 
-    python eval/learning_curve.py                      # shares 0.25 0.5 0.75 1 of the training posts
+    python eval/learning_curve.py                      # shares 0.125 0.25 0.5 1 of the training posts
     python eval/learning_curve.py --shares 0.5 1 --splits 1
 
 The same cross-validation as eval/fit.py (5 folds, stratified, over --splits splits, every fold's
@@ -33,26 +33,14 @@ sys.path.insert(0, str(HERE))  # eval/fit.py, whose import puts the checkout on 
 
 from fit import collect_all, cross_validated  # noqa: E402
 
-from evaluation.crossval import training_posts  # noqa: E402
 from evaluation.fit_report import mean_of  # noqa: E402
-from evaluation.folds import FOLDS, folds_by_set  # noqa: E402
+from evaluation.folds import FOLDS  # noqa: E402
 from kb.config import load_settings  # noqa: E402
 from kb.progress import ProgressBar  # noqa: E402
 
-SHARES = (0.25, 0.5, 0.75, 1.0)
+SHARES = (0.125, 0.25, 0.5, 1.0)  # doublings, as the trend line reads them
 KEYS = ("hit@1", "hit@5", "mrr@10", "ranking_hit@1", "abstention", "false_abstention", "unanswerable_matched")
 TARGET_HIT1 = 0.75  # issue 11's target
-
-
-def posts_fitted_on(dev_examples, share: float, splits: int) -> float:
-    """The mean number of real posts a fold's model is fitted on at this share."""
-    counts = []
-    for seed in range(splits):
-        fold_of = folds_by_set(dev_examples, FOLDS, seed)
-        counts += [
-            len(training_posts(dev_examples, fold_of, f, share, seed * FOLDS + f)) for f in range(FOLDS)
-        ]
-    return statistics.mean(counts)
 
 
 def point(cv: dict, share: float, posts: float) -> dict:
@@ -82,10 +70,12 @@ def per_doubling(points: list[dict], model: str, key: str = "hit@1") -> dict | N
 
 
 def render(report: dict) -> str:
+    shares = " ".join(f"{p['share']:g}" for p in report["points"])
     lines = [
         "# Learning curve: the cross-validated numbers against the labelled posts fitted on",
         "",
-        f"Measured {report['measured_at']} with `python eval/learning_curve.py` (embedder "
+        f"Measured {report['measured_at']} with `python eval/learning_curve.py --shares "
+        f"{shares} --splits {report['splits']}` (embedder "
         f"{report['embedder']}; {report['splits']} split(s) into {FOLDS} folds, {report['seconds']:.0f} s). "
         "Every row scores the same held-out posts; a fold's model is fitted on a seeded share of the "
         "other folds' real posts (by knowledge base and answerability), plus the project's own sets "
@@ -158,7 +148,7 @@ def main(argv=None) -> int:
             dev, targets, dev_examples, own, progress, splits=args.splits, companions=companions,
             train_share=share,
         )  # fmt: skip
-        points.append(point(cv, share, posts_fitted_on(dev_examples, share, args.splits)))
+        points.append(point(cv, share, statistics.mean(cv["posts_fitted_on"])))
         print(json.dumps(points[-1]), flush=True)
     report = {
         "measured_at": time.strftime("%Y-%m-%d %H:%M"),

@@ -271,6 +271,7 @@ def cross_validate(
     precedented: dict[int, Outcome] | None = None,
     gapped: dict[int, Outcome] | None = None,
     train_share: float = 1.0,
+    fitted_on: list[int] | None = None,
 ) -> tuple[dict[int, Outcome], list[int], list[Outcome]]:
     """Held-out outcomes for every example of `dev` (by position) and its fold, and those of
     `companions`: more searches of the posts of `dev` (in one-document indexes), each fitted on
@@ -279,12 +280,15 @@ def cross_validate(
     a model fitted with them (evaluation/precedents.py); `gapped` the same, the unanswerable ones
     of those posts its gaps, ranked by that model's RankModel.with_gaps. `train_share` < 1 fits
     each fold on a seeded share of the other folds' posts (and their searches), which are also
-    the only precedents: what a team that had labelled fewer posts would have."""
+    the only precedents: what a team that had labelled fewer posts would have. `fitted_on`, when
+    given, gets the number of posts of `dev` each fold's model was fitted on, fold by fold."""
     fold_of = folds_by_set(dev, folds, seed)
     outcomes: dict[int, Outcome] = {}
     both = [*dev, *companions]
     for f in range(folds):
         kept = training_posts(dev, fold_of, f, train_share, seed * folds + f)
+        if fitted_on is not None:
+            fitted_on.append(len(kept))
         train = [ex for ex in both if ex.row.id in kept] + list(extra)
         model = fit(train)
         for i, ex in enumerate(both):

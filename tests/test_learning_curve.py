@@ -61,7 +61,10 @@ def test_each_fold_is_fitted_on_its_share_of_the_other_folds_posts_with_their_se
     monkeypatch.setattr(crossval, "decide", lambda ex, model, k: model)
     for share in (1.0, 0.5):
         trained.clear()
-        outcomes, folds, _ = crossval.cross_validate(dev, own, 5, companions=docs, train_share=share)
+        fitted_on: list[int] = []
+        outcomes, folds, _ = crossval.cross_validate(
+            dev, own, 5, companions=docs, train_share=share, fitted_on=fitted_on
+        )
         assert len(outcomes) == len(dev), "every post is still scored, whatever the share"
         fold_of = {ex.row.id: f for ex, f in zip(dev, folds, strict=True)}
         for f, train in enumerate(trained):
@@ -73,6 +76,8 @@ def test_each_fold_is_fitted_on_its_share_of_the_other_folds_posts_with_their_se
             assert [ex.row.id for ex in train if ex.set_name == "seeds"] == ["own1"], "our own sets stay"
             # 32 seeds posts, 16 corpus and 8 unanswerable in the other four folds: half of each.
             assert len(others) == 56 and len(posts) == round(share * 56)
+        counted = [len({ex.row.id for ex in t if ex.set_name == "real_dev"}) for t in trained]
+        assert fitted_on == counted, "the posts each fold was fitted on, as the curve reports them"
 
 
 def _curve_module():

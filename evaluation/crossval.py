@@ -158,7 +158,8 @@ def decided(ex: Example, model, k: int):
     r = ex.searcher.decide(ex.row.query, ex.candidates, k, model)
     ranking = [Shown(h.entry, h.translation) for h in (r.hits or r.suggestions)]
     latency = ex.search_s + time.perf_counter() - t0
-    return r, Outcome(r.no_match, [] if r.no_match else ranking, ranking, latency, r.confidence, r.weak)
+    shown = [] if r.no_match else ranking
+    return r, Outcome(r.no_match, shown, ranking, latency, r.confidence, r.weak, r.answered)
 
 
 def decide(ex: Example, model, k: int) -> Outcome:

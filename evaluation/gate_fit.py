@@ -8,6 +8,19 @@ was one of its negatives, like a post nothing answers, and it showed 0.148 and 0
 unanswerable real posts a match (two draws, 5 folds x 3). Taught "answered" for both (tried at stop
 48), it showed 0.032 and 0.051, but its match level then read P(answered): a pip ResolutionImpossible
 post got a seed entry as a match with commands (eval/results/fit_spread.md).
+
+Tried and not kept (stop 65; branch ablated-negatives): more negatives for the answered gate, each
+answerable real post searched again in its index with the entries that answer it (and their
+translations) taken out, so that it is unanswerable there yet as near the entries as a post can be.
+Paired on the same searches and folds (5 folds x 3 splits, in one process), without / with them at
+a weight of 0.5 / 1.0 a search: Hit@1 0.651 / 0.654 / 0.654, Hit@5 0.827 / 0.833 / 0.833; answerable
+posts turned away 0.028 / 0.015 / 0.015, "no match" on unanswerable posts 0.045 / 0.024 / 0.036,
+shown a match 0.114 / 0.114 / 0.101; and the answered gate's AUC (pooled per split) 0.618 / 0.605 /
+0.598. The gate moved along the same trade-off without telling the two kinds apart any better.
+Held out (one split), the gate tells them apart per search with AUC 0.73 (0.80 in the corpus
+index; 0.67 in the seeds index, where one generic NCCL entry is the top answer of 8 of the 31
+unanswerable posts), and per post 0.62 (3 splits): an unanswerable post is searched in both
+indexes and needs "no match" from each (`kb eval` reports it: evaluation/metrics.py gate_separation).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ from .gold import GoldRow, entry_matches
 from .stats import percentile
 
 HIT5 = 5  # Hit@5 is reported whatever --k is
+# The share of answerable queries issue 11 lets the no-match gate turn away: gate_separation
+# reads how many unanswerable ones the best threshold within it would turn away.
+TURNED_AWAY_ALLOWED = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class Outcome:
     latency_s: float = 0.0
     confidence: float | None = None  # ours only: the right gate's probability that the top answer is right
     weak: bool = False  # ours only: answered as the closest entry, not as a match (no commands shown)
+    answered: float | None = None  # ours only: the answered gate's probability, which "no match" reads
 
 
 @dataclass
@@ -124,7 +128,41 @@ def metrics(judged: Sequence[Judged], k: int) -> dict:
         "translation_linked": _mean([bool(x) for x in linked]) if strict else None,
         "latency_ms_median": round(statistics.median(lat), 1) if lat else None,
         "latency_ms_p95": round(p95(lat), 1) if lat else None,
+        **gate_separation(ans, una),
     }
+
+
+def gate_separation(ans: Sequence[Judged], una: Sequence[Judged]) -> dict:
+    """How far the answered gate tells the answerable queries from the unanswerable ones,
+    whatever its thresholds: `gate_auc`, the chance that an answerable query gets a higher
+    P(answered) than an unanswerable one (ties count half); and `abstention_ceiling`, the share
+    of unanswerable queries turned away by the best threshold that turns away at most
+    TURNED_AWAY_ALLOWED of the answerable ones, picked on these very queries (a ceiling: a
+    threshold fitted on other queries does no better on average). An unanswerable query searched
+    in several indexes counts with its highest probability, as one index's match is shown.
+    Why: "no match" on the real posts stayed near 0.05 whatever the thresholds; these numbers say
+    whether a change separates the two kinds better, or only moves along the same trade-off."""
+    a = sorted(j.outcome.answered for j in ans if j.outcome.answered is not None)
+    u = [j.outcome.answered for j in una if j.outcome.answered is not None]
+    if not a or not u:
+        return {"gate_auc": None, "abstention_ceiling": None}
+    above = sum(sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a) for y in u)
+    cut = a[math.floor(TURNED_AWAY_ALLOWED * len(a))]  # below it: at most the allowed share of `a`
+    return {
+        "gate_auc": round(above / (len(a) * len(u)), 4),
+        "abstention_ceiling": _mean([y < cut for y in u]),
+    }
+
+
+def separation_line(m: dict) -> str | None:
+    """gate_separation's numbers in words, for `kb eval`'s report (None: no gate to read)."""
+    if m.get("gate_auc") is None:
+        return None
+    return (
+        f"the gate tells answerable from unanswerable queries with AUC {m['gate_auc']:.3f}; the best "
+        f"threshold turning away at most {TURNED_AWAY_ALLOWED:.2f} of the answerable would say no match "
+        f"to {m['abstention_ceiling']:.3f} of the unanswerable"
+    )
 
 
 def _matched(j: Judged) -> bool:

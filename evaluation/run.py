@@ -17,7 +17,7 @@ from . import crossval, llm_stage, subsets
 from .folds import REPEATS
 from .gold import GoldRow, GoldSet, entry_matches, load_gold
 from .indexes import Indexes, Target
-from .metrics import Judged, Outcome, grouped, judge, metrics, misses
+from .metrics import Judged, Outcome, grouped, judge, metrics, misses, separation_line
 from .systems import SYSTEM_LABELS, SYSTEMS, make_system
 
 GOLD_DIR = Path(__file__).resolve().parents[1] / "eval" / "gold"
@@ -81,6 +81,7 @@ def _merge(outs: list[Outcome]) -> Outcome:
         latency_s=max(o.latency_s for o in outs),
         confidence=max((o.confidence for o in outs if o.confidence is not None), default=None),
         weak=first.weak if answering else False,
+        answered=max((o.answered for o in outs if o.answered is not None), default=None),
     )
 
 
@@ -338,6 +339,8 @@ def text_report(results: list[SetResult], k: int) -> str:
                 f"Hit@5 {fm['hit@5']:.3f}, abstention {fm.get('abstention', 0):.3f}, "
                 f"false abstention {fm['false_abstention']:.3f}"
             )
+            if line := separation_line(fm):
+                out.append(line)
             if res.one_document:
                 d = res.one_document
                 out.append(

@@ -82,6 +82,9 @@ class SearchResult:
     post: Post | None = None
     weak: bool = False  # answered, but below the model's confident level: the closest entry, maybe not it
     vague: bool = False  # no match because the query names nothing specific ("it does not work")
+    # The answered gate's probability that the index answers the query, which the no-match
+    # thresholds read (0 when turned away before the gate; None without candidates).
+    answered: float | None = None
 
     @property
     def no_match(self) -> bool:
@@ -349,18 +352,20 @@ class Searcher:
         if not self._has_content(c):
             # Nothing in the query is a word this index knows or could translate: emoji, binary
             # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
-            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post)
+            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, answered=0.0)
         if self._names_nothing(c.post):
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
             # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
-            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True)
+            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True, answered=0.0)
         rows = model.gate.select(gate_row[None, :], GATE_FEATURES)
         conf = float(model.confidence(rows, self.smallness)[0])
         answered = float(model.answered_probability(rows, self.smallness)[0])
         shape = query_shape(c.post.title, c.post.lines_total)
         if answered < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
-            return SearchResult(query, c.lang, [], hits, sigs, conf, c.post)
-        return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident)
+            return SearchResult(query, c.lang, [], hits, sigs, conf, c.post, answered=answered)
+        return SearchResult(
+            query, c.lang, hits, [], sigs, conf, c.post, conf < model.confident, answered=answered
+        )
 
     def _has_content(self, c: Candidates) -> bool:
         words = informative(tokenize(" ".join(v.text for v in c.views)))

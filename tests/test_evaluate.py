@@ -20,7 +20,7 @@ from evaluation.folds import REPEATS
 from evaluation.gold import Expected, GoldRow, entry_matches, load_gold, norm_title
 from evaluation.indexes import Indexes
 from evaluation.metrics import Outcome, Shown, grouped, judge, metrics, misses
-from evaluation.run import evaluate
+from evaluation.run import _merge, evaluate
 
 GOLD = ROOT / "eval" / "gold"
 FLOORS = json.loads((ROOT / "eval" / "floors.json").read_text("utf-8"))
@@ -174,6 +174,33 @@ def test_match_strength_metrics():
     )
     assert m["unanswerable_matched"] == 0.5  # u2 got a confident answer; u1 only the closest entry
     assert m["match_precision"] == 0.5  # of the two confident answers, one was right
+
+
+def test_gate_separation_reads_the_answered_probability_whatever_the_thresholds():
+    def out(p: float | None) -> Outcome:
+        return Outcome(False, [Shown(A)], [Shown(A)], answered=p)
+
+    want = [Expected("a.md", line=15)]
+    ans = [judge(row(want, id=f"a{i}"), out(p), k=10) for i, p in enumerate([0.9, 0.8, 0.7, 0.6, 0.3])]
+    una = [judge(row([], id=f"u{i}"), out(p), k=10) for i, p in enumerate([0.65, 0.5, 0.2, 0.7])]
+    m = metrics(ans + una, k=10)
+    # Of the 20 pairs the answerable one is higher in 14, level in 1 (0.7 and 0.7).
+    assert m["gate_auc"] == pytest.approx(14.5 / 20, abs=1e-4)
+    # 5 answerable posts allow none turned away (0.05 x 5 rounds down): the best threshold is
+    # their lowest, 0.3, under which only the 0.2 post falls.
+    assert m["abstention_ceiling"] == 0.25
+    # 20 allow one: the threshold rises to the second lowest (0.31), past an unanswerable 0.305.
+    ans20 = [judge(row(want, id=f"b{i}"), out(0.3 + i / 100), k=10) for i in range(20)]
+    una2 = una + [judge(row([], id="u9"), out(0.305), k=10)]
+    assert [metrics(a + una2, k=10)["abstention_ceiling"] for a in (ans, ans20)] == [0.2, 0.4]
+    # Baselines have no gate: nothing to read. Neither has a set without unanswerable queries.
+    assert metrics([judge(row(want), shown(A), k=10)] + una[:1], k=10)["gate_auc"] is None
+    assert metrics(ans, k=10)["abstention_ceiling"] is None
+    # An unanswerable post searched in two indexes is as answered as its surer search.
+    turned_away = Outcome(True, [], [Shown(A)], answered=0.2)
+    merged = _merge([turned_away, Outcome(False, [Shown(B)], [Shown(B)], answered=0.6)])
+    assert not merged.no_match and merged.answered == 0.6
+    assert _merge([turned_away, Outcome(True, [], [], answered=None)]).answered == 0.2
 
 
 # ---- indexes, CLI, baselines (real seed index, real embedder) ----------------------------------
@@ -358,6 +385,8 @@ def test_real_posts_are_reported_cross_validated_and_in_sample(gate_results):
     res = gate_results["shared:eval/real_dev.jsonl"]
     assert {"ours", "ours (cross-validated)"} <= set(res.judged)
     assert res.fold_means and res.folds == 5 and 0 < res.fold_means["hit@1"] <= 1
+    # The held-out gate tells answerable from unanswerable posts, if barely (AUC 0.60 at stop 65).
+    assert 0.5 < res.fold_means["gate_auc"] < 1 and 0 <= res.fold_means["abstention_ceiling"] < 1
     # Repeated over REPEATS splits into folds: every post is scored once in each.
     assert res.splits == REPEATS and len(res.judged["ours (cross-validated)"]) == REPEATS * len(res.gold.rows)
     g = grouped(res.judged["ours (cross-validated)"], FLOORS["k"])

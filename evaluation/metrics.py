@@ -137,11 +137,12 @@ def gate_separation(ans: Sequence[Judged], una: Sequence[Judged]) -> dict:
     whatever its thresholds: `gate_auc`, the chance that an answerable query gets a higher
     P(answered) than an unanswerable one (ties count half); and `abstention_ceiling`, the share
     of unanswerable queries turned away by the best threshold that turns away at most
-    TURNED_AWAY_ALLOWED of the answerable ones, picked on these very queries (a ceiling: a
-    threshold fitted on other queries does no better on average). An unanswerable query searched
-    in several indexes counts with its highest probability, as one index's match is shown.
-    Why: "no match" on the real posts stayed near 0.05 whatever the thresholds; these numbers say
-    whether a change separates the two kinds better, or only moves along the same trade-off."""
+    TURNED_AWAY_ALLOWED of the answerable ones, picked after the fact on these very queries (what
+    one threshold could do at best; the fitted ones are set on other queries). An unanswerable
+    query searched in several indexes counts with its highest probability, as one index's match
+    is shown. Why: a threshold trades the two shares against each other, so a change that moves
+    both may only have moved along the same trade-off; these say whether it tells the two kinds
+    apart better."""
     a = sorted(j.outcome.answered for j in ans if j.outcome.answered is not None)
     u = [j.outcome.answered for j in una if j.outcome.answered is not None]
     if not a or not u:

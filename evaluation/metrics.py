@@ -137,18 +137,23 @@ def gate_separation(ans: Sequence[Judged], una: Sequence[Judged]) -> dict:
     whatever its thresholds: `gate_auc`, the chance that an answerable query gets a higher
     P(answered) than an unanswerable one (ties count half); and `abstention_ceiling`, the share
     of unanswerable queries turned away by the best threshold that turns away at most
-    TURNED_AWAY_ALLOWED of the answerable ones, picked after the fact on these very queries (what
-    one threshold could do at best; the fitted ones are set on other queries). An unanswerable
+    TURNED_AWAY_ALLOWED of the answerable ones, picked after the fact on these very queries as the
+    fit picks one (evaluation/fitting.py pick_threshold): what one threshold could do at best;
+    the fitted ones are set on other queries. An unanswerable
     query searched in several indexes counts with its highest probability, as one index's match
     is shown. Why: a threshold trades the two shares against each other, so a change that moves
     both may only have moved along the same trade-off; these say whether it tells the two kinds
     apart better."""
-    a = sorted(j.outcome.answered for j in ans if j.outcome.answered is not None)
+    import numpy as np
+
+    from .fitting import pick_threshold
+
+    a = np.array([j.outcome.answered for j in ans if j.outcome.answered is not None])
     u = [j.outcome.answered for j in una if j.outcome.answered is not None]
-    if not a or not u:
+    if not len(a) or not u:
         return {"gate_auc": None, "abstention_ceiling": None}
-    above = sum(sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a) for y in u)
-    cut = a[math.floor(TURNED_AWAY_ALLOWED * len(a))]  # below it: at most the allowed share of `a`
+    above = sum(float(np.sum(a > y) + 0.5 * np.sum(a == y)) for y in u)
+    cut = pick_threshold(a, np.array(u), TURNED_AWAY_ALLOWED)
     return {
         "gate_auc": round(above / (len(a) * len(u)), 4),
         "abstention_ceiling": _mean([y < cut for y in u]),

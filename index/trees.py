@@ -33,7 +33,15 @@ query and in the model file (its JSON alone takes 13 ms to read with one ensembl
 Rechecked (stop 69) with today's features, each change alone, paired over the same searches and
 the same 3 splits of 5 folds (Hit@1, Hit@5, answerable posts turned away; main 0.650, 0.827,
 0.028): 7 leaves 0.632, 0.830, 0.034; 150 trees 0.628, 0.840, 0.031; at least 20 candidates a
-leaf 0.647, 0.824, 0.034. The size above stays.
+leaf 0.647, 0.824, 0.034. The size above stays. Stop 70 screened LightGBM's own guards against
+small data the same way (eval/screen.py has the numbers): path_smooth 1 gained Hit@1 0.006,
+within the splits' spread (-0.009, +0.018, +0.009), and halved "no match" on unanswerable posts;
+path_smooth 5, extra_trees and reg_lambda 5 lost Hit@1 (0.638, 0.628, 0.619). What the trees
+read (`--trees-leave-out`, the linear weights reading everything still): without the two ranks and
+the three per-view cosines, Hit@1 0.647, Hit@5 0.839, answerable posts turned away 0.021 (main
+0.651, 0.827, 0.028), within the spread; without the eight topic columns (index/topics.py), 0.569,
+0.805, 0.040, lower on every split: the product and the kind of trouble are most of what the trees
+add to the linear ranking (0.563 -> 0.644 above).
 
 Only fitting needs LightGBM; here the trees are evaluated with numpy, every tree and every
 candidate at once, one tree level per step.

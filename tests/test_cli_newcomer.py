@@ -179,9 +179,11 @@ def test_cli_6_no_overview_hits_no_manifest_entries_no_padded_see_also(repo_inde
 
 @pytest.mark.slow
 def test_cli_7_counts_add_up_and_a_non_index_folder_is_refused(repo_index, tmp_path):
-    _, ingest = repo_index
+    index, ingest = repo_index
     assert "indexed 2 entries from 1 file into" in ingest.stdout  # faq.md only; "1 file", not "1 files"
     assert "skipped empty.md" in ingest.stderr
+    # An index `kb ask` does not read by default: the next step names it.
+    assert f'next: kb ask --index {index} "' in ingest.stderr
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "todo.txt").write_text("mine")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .terminal import MAX_K, PrintableStream, k_value, print_json_error, read_query
 
@@ -36,7 +37,7 @@ def _open_kb(args, settings):
 def cmd_ingest(args, settings) -> int:
     from ..indexing import ingest, recorded_sources, resolve_index
     from ..progress import ProgressBar
-    from .terminal import check_index_folder, print_ingest
+    from .terminal import check_index_folder, print_ingest, search_hint
 
     index_dir, _ = resolve_index(settings)
     paths = args.paths or recorded_sources(index_dir, settings)
@@ -53,7 +54,18 @@ def cmd_ingest(args, settings) -> int:
         print(json.dumps(outcome.__dict__, ensure_ascii=False))
     else:
         print_ingest(outcome)
+        if not _is_default_index(index_dir):
+            print(search_hint(outcome.index), file=sys.stderr)
     return 0
+
+
+def _is_default_index(index_dir: Path) -> bool:
+    """Whether `kb ask` with no --index reads this folder (KB_INDEX, kb.toml or the bundled KB)."""
+    from ..config import load_settings
+    from ..indexing import resolve_index
+
+    default, _ = resolve_index(load_settings())
+    return default.resolve() == index_dir.resolve()
 
 
 def cmd_search(args, settings) -> int:

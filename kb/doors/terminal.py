@@ -185,6 +185,17 @@ def print_ingest(outcome) -> None:
         )
 
 
+def search_hint(index: str) -> str:
+    """The next step after building an index that `kb ask` does not read by default: without it, a
+    newcomer's first `kb ask` answers from the bundled knowledge base, not from the documents just
+    ingested."""
+    folder = shlex.quote(index)
+    return (
+        f'next: kb ask --index {folder} "<your error or question>" '
+        f"(or export KB_INDEX={folder} to make it the default)"
+    )
+
+
 def changes_line(changes: dict[str, list[str]], shown: int = 5) -> str:
     """What a re-ingest found: "changed: a.md · new: b.md · removed: c.md", or that nothing did."""
     parts = []

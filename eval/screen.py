@@ -30,9 +30,8 @@ posts 0.045, answerable posts turned away 0.028), none kept: the trees' path_smo
 0.830, 0.024, 0.037 (by split -0.009, +0.018, +0.009); path_smooth 5: 0.638, 0.821, 0.024, 0.022;
 extra_trees: 0.628, 0.833, 0.042, 0.037; reg_lambda 5: 0.619, 0.836, 0.021, 0.025; objective
 rank_xendcg: 0.222 (it does not start from the linear scores as lambdarank does). Stop 71's six
-more tree settings: index/trees.py. What the
-trees read: index/trees.py; columns of the candidate's document and of the words it lacks:
-index/features.py; our own sets' weights: evaluation/crossval.py.
+more tree settings and what the trees read: index/trees.py; columns of the candidate's document
+and of the words it lacks: index/features.py; our own sets' weights: evaluation/crossval.py.
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ def test_cli_7_counts_add_up_and_a_non_index_folder_is_refused(repo_index, tmp_p
     assert "skipped empty.md" in ingest.stderr
     # An index `kb ask` does not read by default: the next step names it.
     assert f'next: kb ask --index {index} "' in ingest.stderr
+    again = run_kb("ingest", env={"KB_INDEX": str(index)})  # the default index now: no hint
+    assert again.returncode == 0 and "indexed 2 entries" in again.stdout and "next:" not in again.stderr
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "todo.txt").write_text("mine")

@@ -54,7 +54,7 @@ def cmd_ingest(args, settings) -> int:
         print(json.dumps(outcome.__dict__, ensure_ascii=False))
     else:
         print_ingest(outcome)
-        if not _is_default_index(index_dir):
+        if args.index and not _is_default_index(index_dir):  # without --index it is the default
             print(search_hint(outcome.index), file=sys.stderr)
     return 0
 

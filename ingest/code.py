@@ -33,12 +33,13 @@ COMMAND_WORDS = frozenset(
     paddle swift npm ps top netstat ss lsof nc telnet iptables firewall-cmd modprobe lsmod
     dmesg journalctl py-spy iperf3 strace fuser uname cd tar unzip du awk sed xargs tee wc touch
     gdb pgrep pidof lscpu lsblk umount show_gids ibdev2netdev ibstatus crontab
-    truncate shred unlink wipefs fdisk parted mkswap blkdiscard poweroff halt""".split()
+    truncate shred unlink wipefs fdisk parted mkswap blkdiscard poweroff halt
+    srun sbatch salloc scontrol sinfo squeue scancel sacct kubectl helm""".split()
 )
 # Single words that are complete commands on their own (`kill` alone is a word in a sentence).
 STANDALONE = frozenset(
     """nvidia-smi npu-smi ifconfig ipcs hostname reboot poweroff halt nvcc ibstat nproc ibv_devinfo
-    ibv_devices show_gids ibdev2netdev ibstatus lscpu lsblk""".split()
+    ibv_devices show_gids ibdev2netdev ibstatus lscpu lsblk sinfo squeue""".split()
 )
 # Lines that are commands without a known first word:
 # - a one-line shell loop: `for i in $(seq 0 7); do hccn_tool -i $i -ip -g; done` (a loop written
@@ -91,6 +92,7 @@ _VERSIONED = re.compile(r"^(python|pip)\d+(\.\d+)*$")  # python3.10, pip3.11
 # - killing without a chance to clean up (kill -9, pkill, killall, docker kill), stopping or
 #   resetting machines and devices (reboot, shutdown, init 0/6, systemctl stop, nvidia-smi -r,
 #   npu-smi ... reset, sysrq-trigger), ipcrm, iptables -F, crontab -r, chmod/chown -R on /;
+# - removing a cluster's objects or jobs: kubectl delete, helm uninstall, scancel;
 # - piping a download into a shell (it runs whatever the server sends).
 # Not flagged, because it can be done again or undoes itself: installing or uninstalling packages
 # (pip uninstall -y, apt remove), pulling or removing images (docker rmi), plain `kill PID`
@@ -112,12 +114,13 @@ _DESTROYS = (
     rf"dd\b{_ARGS}\s+of=/dev/|mkfs(?:\.\w+)?\b|mkswap\b|wipefs\b|fdisk\b|parted\b|blkdiscard\b|"
     r">\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk)|"
     r"docker\s+(?:\w+\s+)?prune\b|docker\s+(?:volume\s+rm|rm\s+(?:-\w*f|--force)|kill)\b|"
+    rf"kubectl\b{_ARGS}\s+delete\b|helm\s+(?:uninstall|delete)\b|"
     rf"git\s+(?:-C\s+\S+\s+)?(?:clean\b{_ARGS}\s+(?:-\w*f|--force)|reset\b{_ARGS}\s+--hard\b|"
     rf"checkout\b{_ARGS}\s+(?:-f|--force|--|\.)(?!\S)|restore\b(?!{_ARGS}\s+--staged\b)|"
     rf"push\b{_ARGS}\s+(?:-f|--force)(?!\S))"
 )
 _STOPS = (
-    r"kill\s+(?:-s\s*|-)(?:SIG)?(?:9|KILL)\b|pkill\b|killall\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
+    r"kill\s+(?:-s\s*|-)(?:SIG)?(?:9|KILL)\b|pkill\b|killall\b|scancel\b|reboot\b|shutdown\b|poweroff\b|halt\b|"
     r"init\s+[06]\b|systemctl\s+(?:stop|disable|mask|kill|reboot|poweroff|halt)\b|ipcrm\b|iptables\s+-F|"
     r"crontab\s+-r\b|chmod\s+-R\s+777\s+/|ch(?:mod|own)\s+-R\s+\S+\s+/(?!\S)|"
     rf"nvidia-smi\b{_ARGS}\s+(?:-r|--gpu-reset)\b|npu-smi\s+set\b{_ARGS}\s+reset\b"

@@ -61,7 +61,8 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
         # In a block that is mostly output (a log, a listing) only prompted lines are commands:
         # a log line that starts with `env {...}` or an installer's hint is not advice to run.
         nonblank = [x for x in block.lines if x.strip() and not x.strip().startswith("#")]
-        runnable = [x for x in nonblank if is_command_line(x) or _LOOP_PART.match(strip_prompt(x))]
+        runs = _shell_fence_command if block.info in SHELL_FENCES else is_command_line
+        runnable = [x for x in nonblank if runs(x) or _LOOP_PART.match(strip_prompt(x))]
         is_output = len(nonblank) > 2 and len(runnable) * 2 < len(nonblank)
         pending = ""
         loop: list[str] = []  # a shell loop written over several lines, read whole
@@ -86,7 +87,7 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
             had_prompt = bool(PROMPT.match(line))
             if is_output and not had_prompt:
                 continue
-            if not (is_command_line(line) or (had_prompt and strip_prompt(line))):
+            if not (runs(line) or (had_prompt and strip_prompt(line))):
                 continue
             if block.info in ("python", "py") and not strip_prompt(line).startswith(
                 ("python", "pip", "export")
@@ -106,6 +107,41 @@ def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
         if is_command_line(m.group(1)) and _told_to_run(m.group(1), text[max(0, m.start() - 80) : m.start()]):
             found.append(strip_prompt(m.group(1)))
     return _dedupe(found, limit)
+
+
+# Fences that hold shell: there every line is meant to be typed, so a command a team's FAQ uses
+# (`srun`, `kubectl`, `./scripts/resubmit.sh`, `module load`) counts though no list knows it.
+SHELL_FENCES = frozenset("bash sh shell zsh ksh console shell-session".split())
+# A command's first word: a lower-case program name or a path to a script. Output does not look
+# like this: log lines start with a time, a level, a capitalised word or `host:pid:`.
+_PROGRAM = re.compile(r"^(?:\.{1,2}/|~/|/)?[a-z][\w.+-]*(?:/[\w.+-]+)*$")
+# Words that start shell syntax or python source, not a program.
+_NOT_PROGRAM = frozenset(
+    "if then else elif fi do done case esac for while until function return import from def class print".split()
+)
+
+
+def _shell_fence_command(line: str) -> bool:
+    """A line of a shell fence that runs something: a known command, or an unknown program with
+    arguments (a script path may stand alone). Error lines, `name = value` / `name: value` lines
+    and columns of output (`open files   (-n) 1024`, aligned with runs of spaces) stay out; so does
+    a block that is mostly output (see `commands`)."""
+    if is_command_line(line):
+        return True
+    s = _COMMENT.sub("", _SETTINGS.sub("", strip_prompt(line), count=1))
+    if _COLUMNS.search(s):
+        return False
+    words = s.split()
+    if not words or not _PROGRAM.match(words[0]) or words[0] in _NOT_PROGRAM or is_error_line(s):
+        return False
+    if len(words) == 1:
+        return words[0].startswith(("./", "../", "~/", "/")) and words[0].endswith((".sh", ".py"))
+    return words[1][0] not in "=:" and not s.endswith(":")
+
+
+_COMMENT = re.compile(r"\s+#\s.*$")
+_COLUMNS = re.compile(r"\S\s{3,}\S")
+_SETTINGS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"\n]*\"|'[^'\n]*'|\S*)\s+)+")
 
 
 # A shell loop over several lines: `for i in ...` / `while ...` up to its `done`.

@@ -14,6 +14,10 @@ from ingest.signals import commands
 # ---- destructive: what a careful operator would want a caution label on -----------------------
 
 WIPES_DATA_OR_STATE = [
+    "kubectl delete pod train-worker-1",  # the cluster's objects go, and the job with them
+    "kubectl -n train delete job llama-sft",
+    "helm uninstall trainer",
+    "scancel 81234",  # a queued or running job is thrown away
     # git throwing work away
     "git clean -fdx",
     "git clean -fd",
@@ -103,6 +107,9 @@ CHANGES_NOTHING_FOR_GOOD = [
     "nvidia-smi --query-gpu=name,reset_status --format=csv",
     "npu-smi info",
     "rmdir empty_dir",
+    "kubectl get pods -o wide",
+    "kubectl logs train-worker-1",
+    "squeue -u $USER",
     "truncate",
     # sentences are not commands: case and context matter
     "Reboot the node after the driver upgrade",
@@ -254,6 +261,43 @@ def test_an_entry_lists_find_truncate_loops_and_tool_pipes_and_flags_the_wipes()
         "truncate -s 0 /data/logs/train.log",
         "git clean -fdx",
     ]
+
+
+SITE_TOOLS = """## How do I resubmit a job that srun could not place?
+
+```bash
+sinfo -s
+srun -p gpu -N 2 --gres=gpu:8 python train.py
+module load cuda/12.1
+kubectl delete pod train-worker-1
+./scripts/resubmit.sh
+```
+
+The limits the node has:
+
+```bash
+$ ulimit -a
+open files                      (-n) 1024
+max user processes              (-u) 4096
+```
+"""
+
+
+def test_every_line_of_a_shell_fence_is_a_command_though_no_list_knows_its_program():
+    # A team's FAQ runs its own tools (Slurm, Kubernetes, site scripts); a shell fence says
+    # "type this". Aligned output under a command in the same kind of fence stays out.
+    (entry,) = entries_from_text("en/slurm.md", SITE_TOOLS)
+    assert entry.commands == (
+        "sinfo -s",
+        "srun -p gpu -N 2 --gres=gpu:8 python train.py",
+        "module load cuda/12.1",
+        "kubectl delete pod train-worker-1",
+        "./scripts/resubmit.sh",
+        "ulimit -a",
+    )
+    assert [c for c in entry.commands if is_destructive(c)] == ["kubectl delete pod train-worker-1"]
+    # Outside a shell fence the strict rule holds: an unknown word starts no command.
+    assert commands("```text\nsrunner -p gpu\nmytool --fix\n```\n") == ()
 
 
 def test_output_blocks_and_named_options_add_no_commands():

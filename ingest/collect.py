@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .code import fence_run, unclosed_fence
 from .entry import Entry
-from .lang import guess_lang
+from .lang import cjk_count, guess_lang
 from .limits import DEFAULT, Limits
 from .parse import parse_markdown
 from .read import Problem, SourceFile, UnreadableFile, find_files, read_bytes, read_text
@@ -189,18 +189,34 @@ def read_entries(
     return text, entries
 
 
-def doc_language(doc: str, text: str) -> str:
-    """Path conventions (`/zh/`, `_cn`, `/en/`) win; otherwise the prose decides."""
+def path_language(doc: str) -> str | None:
+    """The language a path names (`/zh/`, `_cn`, `/en/`, `_en.`), else None."""
     low = "/" + doc.lower()
     if any(m in low for m in ("/zh/", "/zh_cn/", "_cn.", "_zh.", "/cn/")):
         return "zh"
     if any(m in low for m in ("/en/", "_en.")):
         return "en"
-    return guess_lang(text)
+    return None
+
+
+def doc_language(doc: str, text: str) -> str:
+    """Path conventions win; otherwise the prose decides."""
+    return path_language(doc) or guess_lang(text)
+
+
+def entry_language(text: str, file_lang: str) -> str:
+    """Without a language in the path, each entry's own prose decides: a team's FAQ often keeps
+    both languages in one file (Q:/A: pairs in English, then 问/答). Within a Chinese file only
+    an entry without one Chinese character is English: a Chinese answer heavy with English
+    names and links (`NCCL（NVIDIA Collective Communication Library）版本一致`) stays Chinese. An
+    entry that is all code says nothing and takes its file's language."""
+    lang = guess_lang(text, default=file_lang)
+    return "zh" if file_lang == "zh" and cjk_count(text) else lang
 
 
 def entries_from_text(doc: str, text: str) -> list[Entry]:
-    lang = doc_language(doc, text)
+    named = path_language(doc)
+    file_lang = named or guess_lang(text)
     out: list[Entry] = []
     seen: set[str] = set()
     lines = text.split("\n")
@@ -214,7 +230,7 @@ def entries_from_text(doc: str, text: str) -> list[Entry]:
                 id=entry_id,
                 content_hash=Entry.hash_body(s.title, s.body),
                 doc=doc,
-                lang=lang,
+                lang=named or entry_language(f"{s.title}\n{s.body}", file_lang),
                 title=s.title,
                 heading_path=s.heading_path,
                 body=s.body,

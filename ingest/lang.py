@@ -8,21 +8,23 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _FENCE = re.compile(r"^\s*(```|~~~).*?^\s*(```|~~~)", re.S | re.M)
 _INLINE = re.compile(r"`[^`\n]*`")
+_URL = re.compile(r"\]\([^)\s]*\)|https?://\S+")  # a link's target is no prose
 
 
 def cjk_count(text: str) -> int:
     return len(_CJK.findall(text))
 
 
-def guess_lang(text: str) -> str:
-    """Chinese when Chinese characters carry a fair share of the prose.
+def guess_lang(text: str, default: str = "en") -> str:
+    """Chinese when Chinese characters carry a fair share of the prose; `default` when the prose
+    has no letters at all (only code).
 
-    Code and inline code are ignored: a Chinese FAQ is full of English identifiers.
+    Code, inline code and link targets are ignored: a Chinese FAQ is full of English identifiers.
     One Chinese character carries about as much as three Latin letters, hence the weight.
     """
-    prose = _INLINE.sub(" ", _FENCE.sub(" ", text))
+    prose = _URL.sub(" ", _INLINE.sub(" ", _FENCE.sub(" ", text)))
     cjk = cjk_count(prose)
     latin = len(_LATIN.findall(prose))
     if cjk == 0:
-        return "en"
+        return "en" if latin else default
     return "zh" if cjk * 3 >= latin * 0.5 else "en"

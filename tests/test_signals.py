@@ -1,3 +1,4 @@
+from ingest.collect import entries_from_text
 from ingest.lang import guess_lang
 from ingest.signals import code_blocks, commands, is_error_line, signatures
 
@@ -52,6 +53,36 @@ def test_language_guess():
     assert guess_lang("## Q: 进行HCCL分布式训练出错：`Init plugin so failed`？") == "zh"
     assert guess_lang("NCCL_SOCKET_IFNAME 设置了还是报错怎么办") == "zh"
     assert guess_lang("The NCCL error shows when the network is down.\n```\n中文日志\n```") == "en"
+    assert guess_lang("[NCCL 下载地址](https://developer.nvidia.com/nccl/nccl-legacy-downloads)") == "zh"
+    assert guess_lang("```bash\nulimit -l unlimited\n```", default="zh") == "zh"  # only code says nothing
+
+
+MIXED_FAQ = """# 分布式训练常见问题
+
+## NCCL 报 Connection reset by peer 怎么办？
+
+检查两台机器的网卡名是否一致，并把 `NCCL_SOCKET_IFNAME` 设置为两台机器之间能互通的那张网卡。
+
+## What about InfiniBand?
+
+Set `NCCL_IB_HCA` to the HCA that `ibstat` shows as Active.
+
+## NCCL（NVIDIA Collective Communication Library）版本一致
+
+[NCCL download](https://developer.nvidia.com/nccl/nccl-legacy-downloads)
+"""
+
+
+def test_each_entry_of_a_mixed_language_file_gets_its_own_language():
+    # A team keeps both languages in one file; the path names neither.
+    langs = {e.title: e.lang for e in entries_from_text("team/faq.md", MIXED_FAQ)}
+    assert langs == {
+        "NCCL 报 Connection reset by peer 怎么办？": "zh",
+        "What about InfiniBand?": "en",
+        "NCCL（NVIDIA Collective Communication Library）版本一致": "zh",  # English names, a Chinese answer
+    }
+    # A language the path names still wins for every entry.
+    assert {e.lang for e in entries_from_text("team/en/faq.md", MIXED_FAQ)} == {"en"}
 
 
 def test_extractive_answer_keeps_placeholders_and_drops_html():

@@ -33,13 +33,13 @@ def test_each_line_answered_in_order_with_its_id_and_lang(tmp_path):
     got = [json.loads(line) for line in out.getvalue().splitlines()]
     assert seen == [("a", None), ("b", None), ("c", "zh"), ("d", None)]  # "mixed" labels a post
     assert got[:3] == [
-        {"id": 1, "query": "a", "lang": "en"},
-        {"query": "b", "lang": "en"},
-        {"query": "c", "lang": "zh"},
+        {"id": 1, "line": 1, "query": "a", "lang": "en"},
+        {"line": 4, "query": "b", "lang": "en"},  # lines 2 and 3 are blank: skipped, still counted
+        {"line": 5, "query": "c", "lang": "zh"},
     ]
-    assert [g.get("line") for g in got[3:]] == [6, 7, 8, None]
+    assert [g["line"] for g in got[3:]] == [6, 7, 8, 9]
     assert "object" in got[3]["error"] and "empty" in got[4]["error"] and "text" in got[5]["error"]
-    assert got[5]["id"] == "x" and got[6] == {"query": "d", "lang": "en"}
+    assert got[5]["id"] == "x" and got[6] == {"line": 9, "query": "d", "lang": "en"}
 
 
 def test_a_clean_batch_exits_zero_and_undecodable_bytes_do_not_stop_it(tmp_path):

@@ -10,9 +10,10 @@ stdin) is JSON Lines, one query per line:
 answer language, as --lang, and a value other than "zh" or "en" is ignored, so that a data set
 whose "lang" labels its posts, "mixed" included, can be given as it is.) For each line,
 in order, one JSON line is written to stdout: the `--json` object of that command with the
-line's "id" added when it had one, or {"id": ..., "line": n, "error": "..."} for a line that is
-not a query (bad JSON, empty or oversized text); such a line does not stop the batch, and the
-exit code is 1 when any line failed. Blank lines are skipped. Measured in
+input's line number ("line", counted from 1) and the line's "id" when it had one, or {"id": ...,
+"line": n, "error": "..."} for a line that is not a query (bad JSON, empty or oversized text);
+such a line does not stop the batch, and the exit code is 1 when any line failed. Blank lines
+are skipped: "line" is how a script without ids lines its answers up with its input. Measured in
 eval/results/bench.md (the 139 real posts of ../shared/eval/real_dev.jsonl).
 """
 
@@ -87,7 +88,8 @@ def run_batch(
         except (ValueError, KbError) as e:
             failed = True
             ident = e.ident if isinstance(e, LineError) else ident
-            result = {"line": n, "error": str(e)}
+            result = {"error": str(e)}
+        result = {"line": n, **result}
         if ident is not None:
             result = {"id": ident, **result}
         out.write(json.dumps(result, ensure_ascii=False) + "\n")

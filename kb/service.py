@@ -26,8 +26,13 @@ BIG_PASTE_CHARS = 64 * 1024
 
 
 def no_index_message(index_dir: Path) -> str:
-    """What to run when --index names no index; a folder of documents is what to build one from."""
+    """What to run when --index names no index; a folder of documents is what to build one from,
+    and a file is neither (`kb ingest --index FILE` refuses it too)."""
     from itertools import islice
+
+    if index_dir.is_file():
+        hint = f"`kb ingest {index_dir} --index ./kb-index`, then use --index ./kb-index"
+        return f"{index_dir} is a file, not an index folder; to search it, build an index of it with {hint}"
 
     looked_at = (
         islice(index_dir.rglob("*"), 5000) if index_dir.is_dir() else ()

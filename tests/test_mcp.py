@@ -225,6 +225,8 @@ def test_streamable_http_lists_calls_and_refuses_what_is_too_big(seeds_index, se
     from mcp import Client
     from mcp.shared.exceptions import MCPError
 
+    from kb.doors.host.app import body_limit
+
     with kb_mcp_http(seeds_index, tmp_path / "home") as url:
 
         async def main():
@@ -232,7 +234,7 @@ def test_streamable_http_lists_calls_and_refuses_what_is_too_big(seeds_index, se
                 out = await exercise(client, seeds_kb)
                 # A body over the server's limit never reaches the tool: the client still gets a
                 # clear error (a JSON-RPC error with the limit), not "Server returned an error".
-                huge = "y" * (seeds_kb.settings.max_query_bytes * 3 // 2)
+                huge = "y" * (body_limit(seeds_kb.settings) + 1)
                 with pytest.raises(MCPError, match=r"the request body is \d+ bytes; the limit is \d+"):
                     await client.call_tool("ask", {"query": huge})
                 assert payload(await client.call_tool("search", {"query": NCCL_LINE}))["match"] == "match"

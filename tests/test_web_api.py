@@ -212,17 +212,20 @@ def multipart(name: str, content: bytes, boundary: str = "kbtestboundary") -> tu
 
 
 def test_oversized_bodies_are_refused(server):
+    from kb.doors.host.app import BODY_HEADROOM, JSON_ESCAPE_FACTOR
+
     limit = 2 * 1024 * 1024  # settings.max_query_bytes by default
+    body_limit = JSON_ESCAPE_FACTOR * limit + BODY_HEADROOM  # a query's route: the limit, escaped
 
     # Refused on the declared length, before the body is read.
     status, body = raw_post(
-        server, "/api/ask", {"Content-Length": str(limit + 300_000)}, b'{"query": "' + b"x" * 65536
+        server, "/api/ask", {"Content-Length": str(body_limit + 1)}, b'{"query": "' + b"x" * 65536
     )
-    assert status == 413 and "limit" in body["error"]
+    assert status == 413 and f"the limit is {body_limit}" in body["error"]
 
     # Chunked upload, no length declared: counted as it streams in, refused once over the limit.
     chunk = b"x" * 65536
-    pieces = [b'{"query": "'] + [chunk] * (limit // len(chunk) + 4)
+    pieces = [b'{"query": "'] + [chunk] * (body_limit // len(chunk) + 4)
     status, body = raw_post(server, "/api/search", {"Transfer-Encoding": "chunked"}, chunked(*pieces))
     assert status == 413 and "limit" in body["error"]
 
@@ -238,6 +241,14 @@ def test_oversized_bodies_are_refused(server):
     # A query just over the limit inside a body the server still reads: the query limit answers.
     status, body, _ = call(server, "POST", "/api/search", {"query": "y" * (limit + 1)})
     assert status == 413 and "KB_MAX_QUERY_BYTES" in body["error"]
+
+    # The limit is the query's, as decoded: a 1.5 MB Chinese log sent with every character
+    # escaped (`\u4e2d`, as Python's json.dumps does) is a 3 MB body, and it is answered.
+    line = "训练时第 3 步报错，请帮忙看看日志里的问题\n"
+    log = line * (1_500_000 // len(line.encode())) + "Init plugin so failed, ret = 1343225860\n"
+    assert len(log.encode()) < limit < len(json.dumps({"query": log}))
+    status, body, _ = call(server, "POST", "/api/search", {"query": log})
+    assert status == 200 and HCCL_LINE in body["hits"][0]["title"]
 
     status, health, _ = call(server, "GET", "/api/health")  # and the server is still fine
     assert status == 200 and health["status"] == "ok"
@@ -262,7 +273,7 @@ def test_the_chat_routes_have_the_same_body_limit(server):
     # A client that sends all of a refused body before it reads still gets the 413 (the server
     # drops the rest instead of resetting the connection under it), and the connection closes.
     conn = http.client.HTTPConnection(*server.removeprefix("http://").split(":"), timeout=60)
-    conn.request("POST", "/api/search", b"{" + b" " * (3 * limit) + b"}")
+    conn.request("POST", "/api/search", b"{" + b" " * (7 * limit) + b"}")  # over the escaped limit
     resp = conn.getresponse()
     assert resp.status == 413 and resp.getheader("connection") == "close"
     assert "limit" in json.loads(resp.read())["error"]

@@ -23,7 +23,18 @@ from .body import BodyLimit
 from .guard import RequestGuard, no_cross_origin
 from .live import RELOAD_CHECK_S, LiveKb
 
-BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of settings.max_query_bytes
+BODY_HEADROOM = 64 * 1024  # JSON envelope + history on top of the query
+# The query limit is about the query as decoded (kb/request.py measures it); JSON may spend up to
+# six bytes on one byte of it (`\u0001`), and a client that escapes all non-ASCII (Python's
+# json.dumps) sends 中 as `\u4e2d`, six bytes for three: a 1.3 MB Chinese log is a 2.6 MB body.
+JSON_ESCAPE_FACTOR = 6
+QUERY_PATHS = ("/api/search", "/api/ask", "/api/feedback")
+
+
+def body_limit(settings: Settings) -> int:
+    """The request body allowed where a query comes in (QUERY_PATHS, MCP): the query limit, as
+    escaped. Every other route keeps the query limit + BODY_HEADROOM."""
+    return JSON_ESCAPE_FACTOR * settings.max_query_bytes + BODY_HEADROOM
 
 
 # The chat takes a whole log (up to MAX_PASTE_BYTES, cut to the part that matters before it is
@@ -39,7 +50,9 @@ def _guarded(app, settings: Settings, slack: bool, mcp: bool = False, chat: bool
     per_path = {EVENTS_PATH: MAX_EVENT_BODY} if slack else {}
     if chat:
         per_path[CHAT_QUEUE_PATH] = 2 * MAX_PASTE_BYTES + BODY_HEADROOM
+        per_path.update(dict.fromkeys(QUERY_PATHS, body_limit(settings)))
     formats = _mcp_formats() if mcp else {}
+    per_path.update(dict.fromkeys(formats, body_limit(settings)))  # the MCP path takes queries too
     limit = settings.max_query_bytes + BODY_HEADROOM
     app.add_middleware(BodyLimit, limit=limit, per_path=per_path, formats=formats)
     app.add_middleware(RequestGuard, hosts=_hosts(settings))  # added last: runs first
@@ -84,7 +97,7 @@ def _mcp_server(live: LiveKb):
 def _mount_mcp(app, live: LiveKb) -> None:
     from ..mcp.http import mount
 
-    mount(app, _mcp_server(live), live.kb.settings.max_query_bytes + BODY_HEADROOM)
+    mount(app, _mcp_server(live), body_limit(live.kb.settings))
 
 
 def _mcp_formats() -> dict:
@@ -100,7 +113,7 @@ def mcp_app(live: LiveKb):
     from ..mcp.http import streamable_app
 
     settings = live.kb.settings
-    app = streamable_app(_mcp_server(live), settings.max_query_bytes + BODY_HEADROOM)
+    app = streamable_app(_mcp_server(live), body_limit(settings))
     app.add_route("/healthz", lambda _request: PlainTextResponse("ok"), methods=["GET", "HEAD"])
     return _guarded(app, settings, slack=False, mcp=True)
 

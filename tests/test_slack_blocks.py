@@ -116,3 +116,17 @@ def test_links_in_answers_go_to_web_addresses_only():
     )
     assert text == "See <https://docs.example.org/nccl|the guide> or urgent, admin, x."
     assert "<!" not in to_mrkdwn("[a|b](https://x.org/p) [y](https://x.org/a|<!channel>)")
+
+
+def test_code_blocks_lose_their_language_and_keep_their_comments():
+    # mrkdwn has no languages: ```bash would show (and copy) `bash` as the block's first line,
+    # and a `# comment` inside a block is no heading.
+    from kb.doors.slack.blocks import to_mrkdwn
+
+    text = to_mrkdwn(
+        "## Fix\nRun **this**:\n\n```bash\n# 查看版本\nexport A=<b> && x\n```\n  ````shell\n  ls\n  ````\n"
+    )
+    assert (
+        text
+        == "*Fix*\nRun *this*:\n\n```\n# 查看版本\nexport A=&lt;b&gt; &amp;&amp; x\n```\n  ````\n  ls\n  ````\n"
+    )

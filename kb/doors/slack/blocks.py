@@ -33,11 +33,23 @@ _WEB_ADDRESS = re.compile(r"https?://[^\s|<>]+", re.I)
 
 
 def to_mrkdwn(markdown: str) -> str:
-    """The few markdown forms FAQ prose uses, in Slack's mrkdwn dialect (which has no headings)."""
-    text = escape(markdown)
-    text = _HEADING.sub(r"*\1*", text)
-    text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
-    return _LINK.sub(_link, text)
+    """The few markdown forms FAQ prose uses, in Slack's mrkdwn dialect (which has no headings).
+    Code blocks are only escaped, and their fences lose the info string: mrkdwn knows no
+    languages, and ```bash would show `bash` as the block's first line (and copy it with it);
+    a `# comment` in a block is not a heading."""
+    from ingest.code import FENCE_OPEN, segments
+
+    parts = []
+    for seg in segments(markdown):
+        if seg.code:
+            opening = FENCE_OPEN.match(seg.lines[0])
+            assert opening is not None  # a code segment starts with its fence
+            parts.append(escape("\n".join([opening.group(1) + opening.group(2), *seg.lines[1:]])))
+        else:
+            text = _HEADING.sub(r"*\1*", escape("\n".join(seg.lines)))
+            text = _BOLD.sub(lambda m: f"*{m.group(1) or m.group(2)}*", text)
+            parts.append(_LINK.sub(_link, text))
+    return "\n".join(parts)
 
 
 def _link(m: re.Match) -> str:

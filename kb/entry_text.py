@@ -105,26 +105,33 @@ def _closed_fence(seg) -> bool:
 
 def without_code(text: str, lang: str) -> str:
     """A weak match's text: its code left in the source, commands in its sentences too (``run
-    `sudo ln -sf ...` ``, an indented `apt install ...`); only a quoted log line stays."""
+    `sudo ln -sf ...` ``, an indented `apt install ...`); only a quoted log line stays. A block
+    left out leaves a marker in its place: "... then relaunch:" followed by the next paragraph
+    read as a broken page."""
     kept, withheld = [], False
+    here = LABELS[lang]["commands_here"]
     for block in _blocks(text):
         if FENCE_OPEN.match(block):
             if _quotes_output(block):
                 kept.append(block)
             else:
                 withheld = True
+                if not kept or kept[-1] != here:
+                    kept.append(here)
             continue
-        lines = []
+        lines: list[str] = []
         for line in block.split("\n"):
             if (line.startswith((" " * 4, "\t")) or PROMPT.match(line)) and looks_like_command(line.strip()):
                 withheld = True  # an indented block's or a prompted command; prose and tables stay
+                if not lines or lines[-1] != here:
+                    lines.append(here)
                 continue
             shown = INLINE_CODE.sub(
                 lambda m: LABELS[lang]["command"] if looks_like_command(m.group(1)) else m.group(0), line
             )
             withheld = withheld or shown != line
             lines.append(shown)
-        if any(ln.strip() for ln in lines):
+        if any(ln.strip() for ln in lines) and not (lines == [here] and kept and kept[-1] == here):
             kept.append("\n".join(lines))
     if withheld:
         kept.append(LABELS[lang]["code_in_source"])

@@ -131,7 +131,7 @@ def test_a_command_the_model_already_shows_is_not_listed_again():
     assert render_answer(answer).count("npu-smi info") == 1
 
 
-def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
+def test_a_closest_entry_marks_where_its_commands_were_left_out():
     from dataclasses import replace
 
     from index.search import SearchResult
@@ -146,13 +146,14 @@ def test_a_closest_entry_reads_as_prose_where_its_commands_were_left_out():
     e = replace(entry(1), body=body, commands=("export MS_NODE_TIMEOUT=900",))
     answer = extractive(SearchResult("cluster hangs at start", "en", [hit(e, None)], weak=True))
     paragraphs = answer.text.split("\n\n")
-    assert paragraphs[:3] == [
+    assert paragraphs[:4] == [
         "Raise the window on every node before launch:",
+        LABELS["en"]["commands_here"],  # the sentence's colon leads somewhere
         "Above 128 cards, 900 to 1800 seconds.",
         "Why: the exchange runs on the host.",
     ]
     assert "\n\n\n" not in answer.text and "export" not in answer.text and answer.commands == ()
-    assert paragraphs[3] == LABELS["en"]["code_in_source"]  # it cites [1]: no second [1] after it
+    assert paragraphs[4] == LABELS["en"]["code_in_source"]  # it cites [1]: no second [1] after it
 
 
 def test_a_closest_entry_withholds_commands_written_in_its_sentences():
@@ -171,6 +172,7 @@ def test_a_closest_entry_withholds_commands_written_in_its_sentences():
     closest = extractive(SearchResult("python: not found", "en", [hit(e, None)], weak=True)).text
     assert "ln -sf" not in closest and "apt install" not in closest
     assert "Type `python` and read" in closest  # a word in code is no command
+    assert f"Or install the package:\n\n{LABELS['en']['commands_here']}\n\n" in closest
     assert (
         f"Execute the {LABELS['en']['command']} command" in closest
         and LABELS["en"]["code_in_source"] in closest
@@ -245,7 +247,8 @@ def test_an_entry_that_is_only_code_shows_its_code():
 
 def test_a_fix_in_code_is_shown_and_a_block_left_out_says_where_it_is():
     """'In your script:' and the lines of the fix: the answer, not an illustration. A shell block
-    whose tool is unknown, left out, says so; a healthy log nobody introduced goes silently."""
+    runs a site's own tool (shown); one that shows its output, left out, says so; a healthy log
+    nobody introduced goes silently."""
     from dataclasses import replace
 
     from index.search import SearchResult
@@ -257,10 +260,14 @@ def test_a_fix_in_code_is_shown_and_a_block_left_out_says_where_it_is():
     )
     tool = "```bash\nmy_cluster_tool --drain node7\n```"
     log = "```text\nepoch 1 loss 0.9\nepoch 2 loss 0.8\nepoch 3 loss 0.7\nepoch 4 loss 0.6\n```"
-    body = f"Each process must pick its own GPU. In your script:\n\n{fix}\n\nThen drain it\n\n{tool}\n\nA healthy run\n\n{log}"
+    state = "```bash\nNODELIST   STATE     REASON\nnode7      drained   gpu xid 79\n```"
+    body = (
+        f"Each process must pick its own GPU. In your script:\n\n{fix}\n\nThen drain it\n\n{tool}\n\n"
+        f"It then shows\n\n{state}\n\nA healthy run\n\n{log}"
+    )
     shown = extractive(SearchResult("q", "en", [hit(replace(entry(1), body=body), None)])).text
-    assert fix in shown and "my_cluster_tool" not in shown and "epoch" not in shown
-    assert shown.count(LABELS["en"]["in_source"]) == 1  # after "Then drain it", not after the log
+    assert fix in shown and tool in shown and "NODELIST" not in shown and "epoch" not in shown
+    assert shown.count(LABELS["en"]["in_source"]) == 1  # after "It then shows", not after the log
 
 
 @pytest.mark.parametrize("label", ["A:", "**A:**", "**A：**", "__A:__", "答：", "**答：**"])

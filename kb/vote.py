@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .answer_json import shown_in_answer
+from .conversation import small_talk
 from .errors import KbError
 from .feedback import (
     MAX_COMMENT_CHARS,
@@ -76,6 +77,11 @@ def record_vote(kb, store: FeedbackStore | None, door: str, vote: Vote, names: d
     anything is stored."""
     if store is None:
         raise RequestError(503, "feedback is turned off on this server (feedback = false)")
+    if small_talk(vote.query):  # "thanks!" got a word back, not an answer: a 👎 is no gap
+        raise RequestError(
+            422,
+            f"{vote.query.strip()[:40]!r} is a word back (thanks, clear), not a question: no answer to rate",
+        )
     try:
         right = named_entry(kb, vote.right_entry)
     except KbError as e:  # a name that matches nothing: the person can correct it

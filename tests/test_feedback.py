@@ -371,3 +371,19 @@ def test_an_exported_row_has_the_questions_language_not_the_answers(store):
     store.add("mcp", "How do I bake sourdough bread with rye flour?", Shown("none", "zh", ()), BY)
     [row] = export_rows(store.rows()).rows
     assert row["lang"] == "en"
+
+
+def test_the_chats_word_back_to_thanks_cannot_be_rated_and_stores_nothing(tmp_path):
+    """Gradio puts 👍/👎 under every reply; on "Glad it helped" a click says there is nothing to
+    rate, and neither the click nor the reply adds a row (a 👎 there once queued "thanks!")."""
+    from types import SimpleNamespace
+
+    from kb.answer import small_talk_answer
+    from kb.doors.web.feedback import TEXT, on_vote, remember
+
+    store = FeedbackStore(tmp_path / "f.sqlite3")
+    turns: dict = {}
+    remember(None, store, turns, 1, "thanks!", small_talk_answer("thanks!", "thanks", "en"))
+    out = on_vote(store, turns, SimpleNamespace(index=1, liked=False))
+    assert out[3] == TEXT["reply"] and out[4] is None
+    assert store.rows() == []

@@ -83,6 +83,9 @@ def test_what_is_refused_says_why_and_stores_nothing(seeds_kb, tmp_path):
         ),
         ({"query": NCCL_LINE, "vote": "down", "comment": "c" * (MAX_COMMENT_CHARS + 1)}, 422, '"comment"'),
         ({"query": NCCL_LINE, "vote": "down", "comment": 5}, 422, 'field "comment" must be a string'),
+        # "thanks!" got a word back, not an answer: a 👎 on it would put "thanks!" in the queue.
+        ({"query": "thanks!", "vote": "down"}, 422, "not a question: no answer to rate"),
+        ({"query": "好的谢谢，已经解决了", "vote": "up"}, 422, "no answer to rate"),
     ]
     with served(seeds_kb, tmp_path) as base:
         for body, status, message in refused:

@@ -117,3 +117,14 @@ def test_a_click_for_no_stored_answer_changes_nothing(bot, stub):
     assert app.feedback.store.rows() == before and stub.of("views.open") == []
     payload = urlencode({"payload": json.dumps({"type": "block_actions", "actions": []})})
     assert signed_post(url, payload, "application/x-www-form-urlencoded", secret="wrong")[0] == 401
+
+
+def test_a_word_back_to_thanks_has_no_buttons_and_stores_nothing(bot, stub):
+    app, url = bot
+    before = app.feedback.store.rows()
+    stub.reset()
+    assert post_event(url, mention("thanks, that fixed it!"))[0] == 200
+    [post] = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    assert all(b["type"] != "context_actions" for b in post.params["blocks"])
+    assert app.feedback.store.rows() == before

@@ -156,8 +156,9 @@ class SlackFeedback:
         app.view(VIEW_ID)(self.on_view)
 
     def attach(self, messages: list[dict], query: str, answer) -> list[dict]:
-        """Store the answer (no vote yet) and put the buttons under it."""
-        if self.store is None:
+        """Store the answer (no vote yet) and put the buttons under it; a word back to thanks or
+        "clear" is no answer: nothing to rate."""
+        if self.store is None or answer.reply:
             return messages
         try:
             row = self.store.add("slack", query, shown_by(answer), answered_by(self.live.get()))

@@ -33,6 +33,7 @@ TEXT = {
     "thanks": "Thanks, recorded. · 已记录，谢谢。",
     "thanks_named": "Thanks, recorded with the right entry: {title} · 已记录正确的条目：{title}",
     "gone": "This answer can no longer be rated (the page was reloaded or it is too old). · 这个回答已无法评价。",
+    "reply": "Nothing to rate: that was a word back, not an answer. · 这只是一句回应，不是回答，无需评价。",
 }
 
 
@@ -40,6 +41,9 @@ def remember(live: LiveKb, store: FeedbackStore | None, turns: dict, index: int,
     """What the answer at chat position `index` showed (None: an error message, nothing to rate)."""
     turns.pop(index, None)
     if answer is None:
+        return
+    if answer.reply:  # a word back to thanks or "clear": no answer, no vote, never in the queue
+        turns[index] = {"reply": True}
         return
     kb = live.get()
     shown = shown_by(answer)
@@ -81,6 +85,8 @@ def on_vote(store: FeedbackStore, turns: dict, data):
     turn = turns.get(index)
     if turn is None:
         return gr.update(visible=False), gr.skip(), gr.skip(), TEXT["gone"], None
+    if turn.get("reply"):
+        return gr.update(visible=False), gr.skip(), gr.skip(), TEXT["reply"], None
     try:
         row = _store_vote(store, turn, vote)
     except KbError as e:

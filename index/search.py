@@ -349,14 +349,16 @@ class Searcher:
         if not faqs:
             return SearchResult(query, c.lang, [], [], sigs, None, c.post)
         hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
+        if self._names_nothing(c.post):
+            # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
+            # generic words it shares with the query (index/evidence.py GENERIC_WORDS). Asked
+            # before the check below: a team's small FAQ may hold none of those words, and the
+            # person still needs to hear what to say, not that nothing matches.
+            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True, answered=0.0)
         if not self._has_content(c):
             # Nothing in the query is a word this index knows or could translate: emoji, binary
             # junk, `" OR 1=1 --`. Whatever ranked first, it ranked first by chance.
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, answered=0.0)
-        if self._names_nothing(c.post):
-            # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
-            # generic words it shares with the query (index/evidence.py GENERIC_WORDS).
-            return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True, answered=0.0)
         rows = model.gate.select(gate_row[None, :], GATE_FEATURES)
         conf = float(model.confidence(rows, self.smallness)[0])
         answered = float(model.answered_probability(rows, self.smallness)[0])
@@ -375,10 +377,12 @@ class Searcher:
     def _names_nothing(post: Post) -> bool:
         """Nothing but generic words in what the person wrote and in the main error lines
         ("training fails" reads as one), and no error code or command to go on. The main lines
-        only: the same answer on every gold row, p95 0.12 ms on them instead of 0.39 ms."""
+        only: the same answer on every gold row, p95 0.12 ms on them instead of 0.39 ms. A query
+        with no word at all (emoji, junk) is not vague but empty of content."""
         if post.codes or post.commands:
             return False
-        return names_nothing(tokenize(" ".join([post.question, *post.main_errors])))
+        words = informative(tokenize(" ".join([post.question, *post.main_errors])))
+        return bool(words) and names_nothing(words)
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries

@@ -99,3 +99,35 @@ def test_a_vague_question_is_no_gap_in_the_unanswered_queue(tmp_path):
         assert run_kb("ask", query, env=env).returncode == 0
     groups = json.loads(run_kb("feedback", "list", "--json", env=env).stdout)["groups"]
     assert [g["label"] for g in groups] == ["How do I bake sourdough bread with rye flour?"]
+
+
+TEAM_FAQ = """# Cluster FAQ
+
+## Q: Gloo connectFullMesh failed with Connection refused
+
+A: Open the port range between the nodes and set `GLOO_SOCKET_IFNAME` to the interface they share.
+
+## Q: Disk quota exceeded when saving checkpoints
+
+A: Save to scratch instead of home: `export CKPT_DIR=/scratch/$USER/ckpt`.
+"""
+
+
+@pytest.mark.slow
+def test_a_small_team_faq_also_asks_for_the_error_and_queues_nothing(tmp_path):
+    # A team's FAQ may hold none of the generic words: the question is vague all the same, and
+    # it is no gap for the queue (it once got a plain "no match" there and was queued).
+    from kb.feedback import FeedbackStore, Recording
+    from kb.indexing import ingest
+    from kb.service import KnowledgeBase
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "faq.md").write_text(TEAM_FAQ, "utf-8")
+    ingest([str(tmp_path / "docs")], tmp_path / "index")
+    kb = KnowledgeBase.open(index=str(tmp_path / "index"))
+    store = FeedbackStore(tmp_path / "f.sqlite3")
+    for query, lang in (("it does not work", "en"), ("训练报错了", "zh")):
+        answer = Recording(kb, store, "cli").ask(query)
+        assert answer.no_match and answer.vague and answer.text == LABELS[lang]["vague"], query
+    assert Recording(kb, store, "cli").search("Gloo connectFullMesh failed").hits  # still answers
+    assert store.rows() == []

@@ -169,6 +169,12 @@ def test_a_folder_of_documents_given_as_the_index_is_named_as_such(tmp_path):
         f"{docs} holds documents, not an index" in p.stderr
         and f"kb ingest {docs} --index ./kb-index" in p.stderr
     )
+    # A document given as the index: the hint builds an index of it, never `--index` that file.
+    page = docs / "zh" / "faq.md"
+    p = run_kb("ask", "NCCL error(2)", "--index", str(page), env={"KB_HOME": str(tmp_path / "home")})
+    assert p.returncode == 1
+    assert f"{page} is a file, not an index folder" in p.stderr
+    assert f"kb ingest {page} --index ./kb-index" in p.stderr and f"--index {page}`" not in p.stderr
 
 
 @needs_shared
@@ -207,7 +213,8 @@ def test_batch_answers_every_line_in_order_and_reports_bad_ones(seeds_index):
     single = json.loads(
         run_kb("search", "--json", "--index", str(seeds_index), json.loads(lines[0])["text"]).stdout
     )
-    assert {k: v for k, v in out[0].items() if k != "id"} == single
+    assert {k: v for k, v in out[0].items() if k not in ("id", "line")} == single
+    assert [o["line"] for o in out] == [1, 3, 4, 5, 6]  # line 2 is blank
     assert out[1]["line"] == 3 and "not JSON" in out[1]["error"] and "empty" in out[2]["error"]
     assert out[3]["hits"][0]["doc"] == "001_6befd99b7fbb14ab.txt" and out[4]["lang"] == "en"
 

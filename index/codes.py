@@ -98,3 +98,42 @@ def conflicts(query: frozenset[str], entry: frozenset[str]) -> bool:
         return False
     names = {code_name(c) for c in query} - {None}
     return any(code_name(c) in names for c in entry)
+
+
+# NCCL's results by the names PyTorch and Paddle print (ncclGetErrorString) and by their enum
+# names: `unhandled cuda error` is ncclUnhandledCudaError, 1; `unhandled system error` is 2.
+_NCCL_RESULT_NAMES = {
+    "unhandledcudaerror": 1, "unhandled cuda error": 1,
+    "systemerror": 2, "unhandled system error": 2,
+    "internalerror": 3, "internal error": 3,
+    "invalidargument": 4, "invalid argument": 4,
+    "invalidusage": 5, "invalid usage": 5,
+    "remoteerror": 6, "remote error": 6,
+}  # fmt: skip
+_NCCL_RESULT = re.compile(
+    r"\bnccl(UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b|"
+    r"\b(unhandled cuda error|unhandled system error|internal error|invalid argument|invalid usage|remote error)\b|"
+    r"\bnccl\s*error\s*(?:\(\s*|:?\s*)([1-7])\b",
+    re.I,
+)
+
+
+def nccl_results(text: str) -> frozenset[int]:
+    """The NCCL results a text names, on its lines that say NCCL: `NCCL error(2)`,
+    `ncclSystemError`, `..., unhandled cuda error, NCCL version 2.14.3` (PyTorch prints the name,
+    never the number). Not a ranking feature (see the module docstring: as codes they cost
+    Hit@1); `Searcher.decide` reads them so that an entry about another result is never shown as
+    a match with its commands."""
+    found: set[int] = set()
+    for line in text[:MAX_CHARS].split("\n"):
+        if "nccl" not in line.lower():
+            continue
+        for m in _NCCL_RESULT.finditer(line):
+            name = (m.group(1) or m.group(2) or "").lower()
+            found.add(_NCCL_RESULT_NAMES[name] if name else int(m.group(3)))
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=512)
+def entry_nccl_results(title: str, body: str) -> frozenset[int]:
+    return nccl_results(title + "\n" + body)

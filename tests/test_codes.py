@@ -2,7 +2,7 @@
 
 import pytest
 
-from index.codes import code_name, conflicts, error_codes
+from index.codes import code_name, conflicts, error_codes, nccl_results
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,33 @@ def test_another_number_of_the_same_code_conflicts():
     assert not conflicts(q, error_codes("EI0006 socket timeout"))  # another kind of code
     assert not conflicts(frozenset(), error_codes("NCCL error(5)"))
     assert code_name("nccl_error_2") == "nccl_error" and code_name("ei0006") is None
+
+
+@pytest.mark.parametrize(
+    "text,results",
+    [
+        (
+            "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled cuda error, NCCL version 2.14.3",
+            {1},
+        ),
+        ("OSError: (External) NCCL error(2), unhandled system error", {2}),
+        ("torch.distributed.DistBackendError: ncclInternalError: Internal check failed.", {3}),
+        ("RuntimeError: NCCL Error 5: invalid usage", {5}),
+        ("ValueError: invalid argument for the learning rate", set()),  # no NCCL on the line
+        ("NCCL version 2.18.1+cuda12.1", set()),  # a version is no result
+    ],
+)
+def test_nccl_results_are_read_by_name_and_number(text, results):
+    assert nccl_results(text) == results
+
+
+@pytest.mark.slow
+def test_an_entry_about_another_nccl_result_is_never_a_match(bundled_kb):
+    # The bundled index has no `unhandled cuda error` entry; its nearest, about the system error,
+    # is shown as the closest entry (without commands), not matched with 0.97 and its exports.
+    cuda = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled cuda error, NCCL version 2.14.3"
+    result = bundled_kb.search(cuda)
+    assert result.strength == "weak" and "unhandled system error" in result.hits[0].entry.title
+    assert bundled_kb.ask(cuda).commands == ()
+    same = bundled_kb.search(cuda.replace("unhandled cuda error", "unhandled system error"))
+    assert same.strength == "match"

@@ -318,3 +318,62 @@ def test_a_new_error_thanks_and_clear_in_a_conversation(seeds_kb):
     assert [h.entry.id for h in seeds_kb.search_in_context(follow_up, cleared).hits] == [
         h.entry.id for h in alone.hits
     ]
+
+
+@pytest.mark.slow
+def test_a_follow_up_to_an_issue_post_is_read_with_it_not_alone(bundled_kb):
+    # Alone, "what if I run it inside Docker?" leans to an unrelated launcher entry; after an
+    # issue-template post it is about that post's error, whatever its own words lean to.
+    post = (
+        "[Bug] Multi-node training hangs then crashes with NCCL error(2) on 2x8 A100\n"
+        "\n"
+        "### Describe the bug\n"
+        "When I launch training on two nodes with torchrun, rank 8-15 crash after ~30s with the error below. Single node works fine.\n"
+        "\n"
+        "### Environment\n"
+        "- OS: Ubuntu 20.04\n"
+        "- Python: 3.10.12\n"
+        "- PyTorch: 2.1.0+cu121\n"
+        "- CUDA: 12.1, driver 535.104.05\n"
+        "- NCCL: 2.18.1\n"
+        "- GPUs: 8x A100-SXM4-80GB per node, InfiniBand HDR\n"
+        "\n"
+        "### pip list\n"
+        "```\n"
+        "Package            Version\n"
+        "------------------ ----------\n"
+        "accelerate         0.25.0\n"
+        "deepspeed          0.12.6\n"
+        "numpy              1.26.2\n"
+        "torch              2.1.0+cu121\n"
+        "transformers       4.36.2\n"
+        "triton             2.1.0\n"
+        "```\n"
+        "\n"
+        "### Traceback\n"
+        "```\n"
+        "Traceback (most recent call last):\n"
+        '  File "/home/user/project/train.py", line 212, in <module>\n'
+        "    main()\n"
+        '  File "/home/user/project/train.py", line 88, in main\n'
+        "    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/nn/parallel/distributed.py", line 795, in __init__\n'
+        "    _verify_param_shape_across_processes(self.process_group, parameters)\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/utils.py", line 265, in _verify_param_shape_across_processes\n'
+        "    return dist._verify_params_across_processes(process_group, tensors, logger)\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1331, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+        "Last error:\n"
+        "socketStartConnect: Connect to 10.0.0.12<45123> failed : Software caused connection abort\n"
+        "RuntimeError: NCCL error(2)\n"
+        "```\n"
+        "\n"
+        "### Steps to reproduce\n"
+        "torchrun --nnodes 2 --nproc_per_node 8 --rdzv_endpoint 10.0.0.11:29500 train.py\n"
+    )
+    follow_up = "what if I run it inside Docker?"
+    alone = bundled_kb.search(follow_up)
+    got = bundled_kb.search_in_context(follow_up, [("user", post), ("assistant", "(the earlier answer)")])
+    assert not got.no_match
+    assert got.hits[0].entry.id != (alone.hits or alone.suggestions)[0].entry.id
+    assert "nccl" in (got.hits[0].entry.title + got.hits[0].entry.body).lower()

@@ -131,8 +131,10 @@ class Settings:
 # ("could not be parsed", an LLM answer falling back "after a timeout"). Seconds are above 0 and at
 # most a day: the OS timers behind them overflow near 1e10 s. Threads go to C ints (BLAS, OpenMP).
 _SECONDS = ("max_file_seconds", "embed_timeout_s", "timeout_s")
+MAX_K = 50  # hits per search, wherever the number comes from (top_k, --k, the API's and MCP's k)
 _RANGES: dict[str, tuple[float, float]] = {
-    **dict.fromkeys(("top_k", "max_query_bytes", "max_file_entries", "max_file_bytes"), (1, math.inf)),
+    "top_k": (1, MAX_K),
+    **dict.fromkeys(("max_query_bytes", "max_file_entries", "max_file_bytes"), (1, math.inf)),
     **dict.fromkeys(("max_line_chars", "embed_batch", "max_tokens"), (1, math.inf)),
     **dict.fromkeys(("index_threads", "embed_threads"), (0, 1024)),
     **dict.fromkeys(_SECONDS, (0, 24 * 3600)),

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .config import MAX_K
 from .errors import KbError
 from .query import size_error
 
 MAX_HISTORY_TURNS = 50
-MAX_K = 50
 SIZE_HINT = "Send the part of the log around the error."
 
 

@@ -42,7 +42,7 @@ def test_missing_config_file_is_a_clear_error(tmp_path, monkeypatch):
     "name, value, message",
     [
         ("KB_TOP_K", "abc", "KB_TOP_K must be a whole number, not 'abc'"),
-        ("KB_TOP_K", "0", "KB_TOP_K must be at least 1, not 0"),
+        ("KB_TOP_K", "0", "KB_TOP_K must be from 1 to 50, not 0"),
         ("KB_MAX_FILE_SECONDS", "soon", "KB_MAX_FILE_SECONDS must be a number"),
         ("KB_VECTOR_INDEX", "hnsw", "KB_VECTOR_INDEX must be auto, flat or ivf"),
         ("KB_LLM_TIMEOUT_S", "fast", "KB_LLM_TIMEOUT_S must be a number"),

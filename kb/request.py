@@ -36,6 +36,16 @@ def json_type(v: Any) -> str:
     )
 
 
+def known_fields(body: dict, fields: tuple[str, ...]) -> None:
+    """A field the request does not take is refused by name: `top_k` for `k` was ignored and
+    the search ran with 5 hits, the one mistake in a body that went unsaid."""
+    unknown = [name for name in body if name not in fields]
+    if unknown:
+        raise RequestError(
+            422, f"unknown field {json.dumps(unknown[0])[:60]}; this request takes {', '.join(fields)}"
+        )
+
+
 def query_field(body: dict, max_bytes: int, name: str = "query") -> str:
     if name not in body or body[name] is None:
         raise RequestError(422, f'missing field "{name}" (the error, log or question, as a string)')

@@ -28,7 +28,7 @@ from .feedback import (
     shown_by,
 )
 from .naming import named_entry
-from .request import RequestError, json_type, lang_field, query_field
+from .request import RequestError, json_type, known_fields, lang_field, query_field
 
 MAX_ENTRY_NAME_CHARS = 1000
 
@@ -58,6 +58,7 @@ def _text_field(body: dict, name: str, limit: int) -> str | None:
 
 def vote_fields(body: dict, max_query_bytes: int) -> Vote:
     """The vote in `body`, or a RequestError naming the field that cannot be used."""
+    known_fields(body, ("query", "vote", "comment", "right_entry", "lang", "answer"))
     query = query_field(body, max_query_bytes)
     if body.get("vote") not in VOTES:
         raise RequestError(422, 'field "vote" must be "up" or "down"')

@@ -86,6 +86,7 @@ def test_what_is_refused_says_why_and_stores_nothing(seeds_kb, tmp_path):
         # "thanks!" got a word back, not an answer: a 👎 on it would put "thanks!" in the queue.
         ({"query": "thanks!", "vote": "down"}, 422, "not a question: no answer to rate"),
         ({"query": "好的谢谢，已经解决了", "vote": "up"}, 422, "no answer to rate"),
+        ({"query": NCCL_LINE, "vote": "down", "right": "NCCL error(5)"}, 422, 'unknown field "right"'),
     ]
     with served(seeds_kb, tmp_path) as base:
         for body, status, message in refused:

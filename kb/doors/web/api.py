@@ -18,7 +18,7 @@ import json
 
 from ...errors import KbError
 from ...request import RequestError as ApiError
-from ...request import history_field, k_field, lang_field, query_field
+from ...request import history_field, k_field, known_fields, lang_field, query_field
 from ..host.live import LiveKb
 from .render import entry_html, html_page
 
@@ -101,6 +101,7 @@ def _add_queries(app, live: LiveKb) -> None:
     @app.post("/api/search")
     async def api_search(request: Request):
         body = await _read_json(request)
+        known_fields(body, ("query", "k", "lang"))
         query, k, lang = _query(body, settings.max_query_bytes), _k(body), _lang(body)
         kb = Recording(live.get(), store, "api")
         result = await run_in_threadpool(kb.search, query, k, lang)  # CPU work off the event loop
@@ -109,6 +110,7 @@ def _add_queries(app, live: LiveKb) -> None:
     @app.post("/api/ask")
     async def api_ask(request: Request):
         body = await _read_json(request)
+        known_fields(body, ("query", "lang", "history"))
         query, lang, history = _query(body, settings.max_query_bytes), _lang(body), _history(body)
         kb = Recording(live.get(), store, "api")
         answer = await run_in_threadpool(lambda: kb.ask(query, lang=lang, history=history))

@@ -311,3 +311,30 @@ def test_cli_help_and_kb_mcp_help_import_no_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
     assert "--http" in out.stdout and "export" in out.stdout
+
+
+def test_the_instructions_describe_the_index_the_server_answers_from(seeds_kb, tmp_path):
+    """An agent routes questions by the server's instructions: a team's own index is described by
+    its documents, not by the bundled knowledge base's topics."""
+    from mcp import Client
+
+    from kb.doors.mcp.server import BUNDLED_TOPICS, build_server, instructions
+    from kb.indexing import ingest
+    from kb.service import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "gloo.md").write_text("# Gloo on our cluster\n\n## Q: connectFullMesh failed?\n\nA: Open the ports.\n")
+    (docs / "slurm_jobs.md").write_text("## Q: srun: Invalid partition name specified?\n\nA: Run `sinfo -s`.\n")
+    ingest([str(docs)], tmp_path / "index")
+    team = KnowledgeBase.open(index=str(tmp_path / "index"))
+
+    async def main():
+        async with Client(build_server(LiveKb(team))) as client:
+            return client.instructions
+
+    said = anyio.run(main)
+    assert BUNDLED_TOPICS not in said and "MindSpore" not in said
+    assert "2 FAQ entries (0 in Chinese, 2 in English)" in said and "Gloo on our cluster, slurm_jobs" in said
+    assert "`ask` answers" in said  # how to use the tools, as for any index
+    assert BUNDLED_TOPICS not in instructions(seeds_kb)  # the seeds are not the bundled documents

@@ -24,6 +24,7 @@ error: `feedback` stores that as a vote from the "mcp" door, by the API's rules 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at runtime, and
 # pydantic's Field is imported inside the function that defines them.
 import json
+from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal
 
 from ...errors import KbError
@@ -31,9 +32,13 @@ from ...request import RequestError, history_field, k_field, lang_field, no_entr
 from ...vote import record_vote, vote_fields, vote_json
 from ..host.live import LiveKb
 
-INSTRUCTIONS = (
+# What the bundled knowledge base covers; another index is described by its own documents.
+BUNDLED_TOPICS = (
     "A troubleshooting knowledge base for distributed-training errors (NCCL, HCCL, MindSpore, "
-    "PaddlePaddle, PyTorch, accelerate, multi-node setup), in Chinese and English. Pass the error "
+    "PaddlePaddle, PyTorch, accelerate, multi-node setup), in Chinese and English."
+)
+USAGE = (
+    "Pass the error "
     "message, the whole log or the user's question as `query`: `ask` answers with the matching "
     "FAQ entry, the commands to run and numbered citations; `search` lists the matching entries; "
     "`get_entry` (or the resource faq://ENTRY_ID) reads one entry in full. `match` says how sure "
@@ -82,9 +87,37 @@ def entry_markdown(kb, entry_id: str) -> str:
     return "\n".join(out) + "\n"
 
 
+MAX_NAMED_DOCS = 12
+
+
+def instructions(kb) -> str:
+    """What the server tells an agent it knows. The bundled topics for the bundled index; for a
+    team's own index its size and document names: an agent routes questions by this text, and a
+    Gloo/Slurm FAQ described as MindSpore's would be sent MindSpore questions."""
+    from ...indexing import bundled_docs
+
+    sources = [Path(src).resolve() for src in kb.index.manifest.get("sources", [])]
+    if sources and all(src == bundled_docs().resolve() for src in sources):
+        return f"{BUNDLED_TOPICS} {USAGE}"
+    stats = kb.stats()
+    titles: dict[str, str] = {}  # a document's top heading, else its file name
+    for e in kb.index.entries:
+        if not titles.get(e.doc):
+            titles[e.doc] = e.heading_path[0] if e.heading_path else ""
+    docs = list(dict.fromkeys(title or PurePath(doc).stem for doc, title in titles.items()))
+    named = ", ".join(docs[:MAX_NAMED_DOCS]) + (
+        f" and {len(docs) - MAX_NAMED_DOCS} more" if len(docs) > MAX_NAMED_DOCS else ""
+    )
+    langs = stats["languages"]
+    return (
+        f"A troubleshooting knowledge base of {stats['entries']} FAQ entries ({langs['zh']} in Chinese, "
+        f"{langs['en']} in English) from the documents: {named}. {USAGE}"
+    )
+
+
 def build_server(live: LiveKb, store=None):
     """The MCPServer for `live`; `store` (kb/feedback.py) receives its "no match" answers."""
-    server = _checked_server_class()("kb", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _checked_server_class()("kb", instructions=instructions(live.get()), log_level="WARNING")
     _add_tools(server, live, store)
     _add_feedback_tool(server, live, store)
     _add_resources(server, live)

@@ -324,8 +324,12 @@ def test_the_instructions_describe_the_index_the_server_answers_from(seeds_kb, t
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "gloo.md").write_text("# Gloo on our cluster\n\n## Q: connectFullMesh failed?\n\nA: Open the ports.\n")
-    (docs / "slurm_jobs.md").write_text("## Q: srun: Invalid partition name specified?\n\nA: Run `sinfo -s`.\n")
+    (docs / "gloo.md").write_text(
+        "# Gloo on our cluster\n\n## Q: connectFullMesh failed?\n\nA: Open the ports.\n"
+    )
+    (docs / "slurm_jobs.md").write_text(
+        "## Q: srun: Invalid partition name specified?\n\nA: Run `sinfo -s`.\n"
+    )
     ingest([str(docs)], tmp_path / "index")
     team = KnowledgeBase.open(index=str(tmp_path / "index"))
 

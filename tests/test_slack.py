@@ -236,3 +236,12 @@ def test_wrong_bot_token_is_a_clear_error(stub, seeds_kb):
 
 
 # -- replays, malformed bodies and connections (issue 17, item 11) ---------------------------
+
+
+def test_an_empty_mention_gets_the_help_in_both_languages(bot, stub):
+    app, url = bot
+    assert post_event(url, mention("   "))[0] == 200
+    [post] = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(30)
+    text = reply_text(post)
+    assert "Paste an error message" in text and "贴上报错信息" in text

@@ -35,10 +35,13 @@ MAX_HISTORY_MESSAGES = 50
 HISTORY_FILE_BYTES = 16 * 1024  # of a log attached to an earlier message in the thread
 # bolt refuses timestamps older than 5 minutes; signatures are remembered a little longer.
 REPLAY_WINDOW_S = 6 * 60
-USAGE = {
-    "en": "Paste an error message or a log after the mention (or upload the log file), e.g. "
-    "`@kb ExternalError: Nccl error(2), unhandled system error` or `/kb Init plugin so failed`.",
-}
+# An empty mention or `/kb` says nothing to read a language from: the help is in both.
+USAGE = (
+    "Paste an error message or a log after the mention (or upload the log file), e.g. "
+    "`@kb ExternalError: Nccl error(2), unhandled system error` or `/kb Init plugin so failed`.\n"
+    "在提及之后贴上报错信息或日志（或上传日志文件），例如 `@kb 多机训练报 Network is unreachable` 或 "
+    "`/kb Init plugin so failed`。"
+)
 
 
 # -- tokens ----------------------------------------------------------------------------------
@@ -177,7 +180,7 @@ class SlackBot:
 
         query = slack_to_plain(command.get("text") or "")
         if not query:
-            ack(text=USAGE["en"])
+            ack(text=USAGE)
             return
         ack()
         channel, user = command["channel_id"], command["user_id"]
@@ -221,7 +224,7 @@ class SlackBot:
         from .blocks import answer_messages, text_messages
 
         if not query.strip():
-            return text_messages(USAGE["en"])
+            return text_messages(USAGE)
         kb = self.live.get()
         try:
             answer = kb.ask(query, history=history)

@@ -21,6 +21,11 @@ def bundled_docs() -> Path:
     return Path(str(resources.files("kb") / "data" / "faq"))
 
 
+def is_bundled(kb) -> bool:
+    """Whether `kb` answers from the bundled knowledge base (the doors then name its topics)."""
+    return kb.index.manifest.get("sources") == [str(bundled_docs().resolve())]
+
+
 def _fingerprint(folder: Path) -> str:
     """The bundled documents and the code that reads them: a change to either rebuilds the index."""
     h = hashlib.sha1()

@@ -53,6 +53,8 @@ def test_7_first_screen_says_what_it_covers_with_examples_in_view_and_no_develop
     with chat_page(url, size=size) as page:
         welcome = page.locator("#kb-chat").inner_text()
         assert "Paste an error or a whole log" in welcome and "NCCL" in welcome and "HCCL" in welcome
+        # Sentences wrap with the window, never at a line break written into the source.
+        assert "MindSpore, PaddlePaddle" in welcome and "(SSH, hostnames, networks). Each answer" in welcome
         chips = page.locator("#kb-chat button.example")
         assert chips.count() == 5
         assert (

@@ -24,7 +24,7 @@ error: `feedback` stores that as a vote from the "mcp" door, by the API's rules 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at runtime, and
 # pydantic's Field is imported inside the function that defines them.
 import json
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
 from ...errors import KbError
@@ -94,10 +94,9 @@ def instructions(kb) -> str:
     """What the server tells an agent it knows. The bundled topics for the bundled index; for a
     team's own index its size and document names: an agent routes questions by this text, and a
     Gloo/Slurm FAQ described as MindSpore's would be sent MindSpore questions."""
-    from ...indexing import bundled_docs
+    from ...indexing import is_bundled
 
-    sources = [Path(src).resolve() for src in kb.index.manifest.get("sources", [])]
-    if sources and all(src == bundled_docs().resolve() for src in sources):
+    if is_bundled(kb):
         return f"{BUNDLED_TOPICS} {USAGE}"
     stats = kb.stats()
     titles: dict[str, str] = {}  # a document's top heading, else its file name

@@ -42,18 +42,18 @@ TITLE = "kb · distributed-training errors / 分布式训练报错"
 
 # The first screen, inside the chat: what the tool covers and how to use it (the examples are
 # the chat's own chips under it).
-WELCOME = """## Paste an error or a whole log · 粘贴报错或整段日志
-
-Answers come from the FAQ in **Chinese and English**: NCCL, HCCL and Ascend (torch_npu), MindSpore,
-PaddlePaddle, accelerate and PyTorch DDP, ms-swift and DeepSpeed, multi-node setup (SSH, hostnames,
-networks).
-Each answer says how well it matches, quotes the line of your log it matched, gives the
-commands to run and cites its source.
-
-答案来自中英文 FAQ：NCCL、HCCL/昇腾（torch_npu）、MindSpore、飞桨、accelerate 与 DDP、ms-swift 与 DeepSpeed、多机环境（SSH、主机名、网络）。
-每个回答都会说明匹配程度、引用日志中匹配的那一行，并给出命令和出处。
-
-Try an example · 试试示例："""
+# One line per paragraph: the chat renders a newline as a line break, and the wrapped source
+# broke the text mid-sentence on every screen ("MindSpore,|PaddlePaddle").
+WELCOME = (
+    "## Paste an error or a whole log · 粘贴报错或整段日志\n\n"
+    "Answers come from the FAQ in **Chinese and English**: NCCL, HCCL and Ascend (torch_npu), MindSpore, "
+    "PaddlePaddle, accelerate and PyTorch DDP, ms-swift and DeepSpeed, multi-node setup (SSH, hostnames, "
+    "networks). Each answer says how well it matches, quotes the line of your log it matched, gives the "
+    "commands to run and cites its source.\n\n"
+    "答案来自中英文 FAQ：NCCL、HCCL/昇腾（torch_npu）、MindSpore、飞桨、accelerate 与 DDP、ms-swift 与 "
+    "DeepSpeed、多机环境（SSH、主机名、网络）。每个回答都会说明匹配程度、引用日志中匹配的那一行，并给出命令和出处。\n\n"
+    "Try an example · 试试示例："
+)
 
 HEADER_HTML = f"""
 <header class="kb-header">

@@ -6,16 +6,11 @@ command (a user's run), so another index offers its own error lines and question
 
 from __future__ import annotations
 
+from ...indexing import is_bundled
 from .assets import EXAMPLES, WELCOME
 
 MAX_EXAMPLES = 5
 LABEL_CHARS = 28
-
-
-def is_bundled(kb) -> bool:
-    from ...indexing import bundled_docs
-
-    return kb.index.manifest.get("sources") == [str(bundled_docs().resolve())]
 
 
 def examples_for(kb) -> list[tuple[str, str]]:

@@ -24,7 +24,11 @@ def _ref(e: Entry | None) -> dict | None:
     return None if e is None else entry_ref(e)
 
 
-def hit_json(h: Hit) -> dict:
+def hit_json(h: Hit, answers: bool = False) -> dict:
+    """A hit; `answers`: it is the match, the one hit whose commands are given. A closest entry,
+    the hits below a match and the suggestions beside "no match" may be other problems: an
+    agent walking `hits[*].commands` found `sudo sh <CudaInstaller>.run --driver` under a "no
+    match". Their commands stay in the entry (`get_entry`, /api/entry/ID)."""
     e = h.entry
     return {
         "entry_id": e.id,
@@ -35,7 +39,7 @@ def hit_json(h: Hit) -> dict:
         "end_line": e.end_line,
         "heading_path": list(e.heading_path),
         "score": round(h.score, 6),
-        **command_lists(e.commands),
+        **command_lists(e.commands if answers else ()),
         "translation": _ref(h.translation),
         "why": {
             "dense_rank": h.dense_rank,
@@ -72,7 +76,7 @@ def search_json(r: SearchResult) -> dict:
         "vague": r.vague,  # no match because the query names nothing specific: ask for the error
         "match": r.strength,
         "confidence": None if r.confidence is None else round(r.confidence, 4),
-        "hits": [hit_json(h) for h in r.hits],
+        "hits": [hit_json(h, answers=n == 0 and r.strength == "match") for n, h in enumerate(r.hits)],
         "suggestions": [hit_json(h) for h in r.suggestions],
     }
 

@@ -68,6 +68,14 @@ def test_search_json_shape(seeds_index):
     }
     assert hit["commands"] == ["export ASCEND_SLOG_PRINT_TO_STDOUT=1"]
     assert set(hit["translation"]) == {"entry_id", "doc", "start_line", "end_line", "title"}
+    # Only the match gives commands: the hits below it may be other problems, and so may the
+    # nearest entries beside "no match" (an agent reads every list it is given).
+    assert data["match"] == "match" and all(h["commands"] == [] for h in data["hits"][1:])
+    none = json.loads(
+        run_kb("search", "--json", "--index", str(seeds_index), "How do I bake rye sourdough bread?").stdout
+    )
+    assert none["match"] == "none" and none["suggestions"]
+    assert all(s["commands"] == s["destructive_commands"] == [] for s in none["suggestions"])
 
 
 @needs_shared
@@ -97,6 +105,8 @@ def test_human_search_output_shows_location_language_and_commands(seeds_index):
     assert (
         "001_6befd99b7fbb14ab.txt:96-108 [en]" in p.stdout and "$ export NCCL_SOCKET_IFNAME=eth" in p.stdout
     )
+    below = p.stdout.split("\n2. ", 1)[1]  # the hits under the match: listed, without commands
+    assert "$ " not in below
 
 
 @pytest.mark.slow

@@ -127,8 +127,8 @@ def search_text(result, docs_base_url: str = "") -> str:
         quoted = matched_line(result, n - 1) if result.hits else ""
         if quoted:
             out.append(f"   {labels['matched_line']}: {quoted}")
-        if result.no_match or result.weak:
-            continue  # no commands from an entry that may not be the problem (nor from those below it)
+        if result.no_match or result.weak or n > 1:
+            continue  # commands from the match only: the others may be other problems (kb/schema.py)
         for c in e.commands[:6]:
             caution = command_caution(c, lang)
             if caution:

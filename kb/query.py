@@ -141,3 +141,20 @@ def _looks_like_error(line: str, is_error_line) -> bool:
         or ("rror" in line or "ail" in line or "错" in line)
         and is_error_line(line)
     )
+
+
+def kept_note(part: Excerpt, lang: str) -> str:
+    """What a door says of a paste it searched only in part (the chat and Slack; the terminal
+    prints its own one line on stderr)."""
+    mb = part.bytes_total / 1024 / 1024
+    if lang == "zh":
+        around = f"，以及 {part.error_lines} 处报错前后" if part.error_lines else ""
+        return (
+            f"日志共 {mb:.1f} MB、{part.lines_total} 行，超过单次检索上限：已检索其中 {part.lines_kept} 行"
+            f"（开头、结尾{around}）。"
+        )
+    around = f", and around {part.error_lines} error lines" if part.error_lines else ""
+    return (
+        f"The log is {mb:.1f} MB ({part.lines_total} lines), over the search limit: searched "
+        f"{part.lines_kept} of its lines (the first and the last{around})."
+    )

@@ -245,3 +245,19 @@ def test_an_empty_mention_gets_the_help_in_both_languages(bot, stub):
     assert app.wait_idle(30)
     text = reply_text(post)
     assert "Paste an error message" in text and "贴上报错信息" in text
+
+
+def test_a_log_over_the_limit_is_read_whole_and_the_answer_says_what_was_searched(bot, stub, seeds_kb):
+    # The error is near the top, under 3 MB of healthy steps: reading only the file's tail lost it.
+    head = "python -m paddle.distributed.launch --gpus 0,1 train.py\nExternalError: Nccl error(2), unhandled system error\n"
+    steps = "".join(
+        f"[INFO] step {i} loss 0.{i % 97:02d} lr 1e-4 throughput 812 samples/s\n" for i in range(50_000)
+    )
+    log_file = stub.add_file("train.log", head + steps)
+    app, url = bot
+    assert post_event(url, mention("job died, full log attached", files=[{"id": log_file.id}]))[0] == 200
+    [post] = stub.wait_for("chat.postMessage")
+    assert app.wait_idle(60)
+    text = reply_text(post)
+    assert "NCCL error(2)" in text and "--shm-size 32G" in text
+    assert "The log is 2.9 MB (50004 lines), over the search limit: searched" in text

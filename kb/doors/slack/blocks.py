@@ -193,6 +193,16 @@ def answer_messages(answer: Answer, docs_base_url: str = "", lookup: Lookup | No
     return pack(answer_blocks(answer, docs_base_url, lookup), escape(title + INVISIBLE.sub("", answer.text)))
 
 
+def with_note(messages: list[dict], note: str) -> list[dict]:
+    """The messages with `note` as a context line at the top of the first one (or a message of
+    its own when that one is full)."""
+    block = _context(":information_source: " + escape(note))
+    first = messages[0]
+    if len(first["blocks"]) < MAX_BLOCKS:
+        return [{**first, "blocks": [block, *first["blocks"]]}, *messages[1:]]
+    return [{"text": escape(note)[:MAX_FALLBACK_CHARS], "blocks": [block]}, *messages]
+
+
 def text_messages(text: str) -> list[dict]:
     """A plain notice (usage hint, error) as Slack messages."""
     return pack(_sections(escape(text)), escape(text))
@@ -209,4 +219,5 @@ __all__ = [
     "split_text",
     "text_messages",
     "to_mrkdwn",
+    "with_note",
 ]

@@ -21,6 +21,7 @@ import logging
 import os
 
 from ...errors import KbError
+from ...query import MAX_PASTE_BYTES, Excerpt, excerpt, kept_note
 from ..host.live import LiveKb
 from .files import read_file
 from .plumbing import Seen, TrackingExecutor, bolt_logger, slack_to_plain
@@ -163,11 +164,11 @@ class SlackBot:
         thread_ts = event.get("thread_ts") or ts
         self._react(channel, ts, SEARCHING_REACTION, add=True)
         try:
-            query = self._message_query(event)
+            query, kept = self._asked(event)
             history = (
                 self._history(channel, thread_ts, before=ts, bot_user=bot_user) if thread_ts != ts else []
             )
-            for message in self._reply(query, history):
+            for message in self._reply(query, history, kept):
                 self._post(channel, thread_ts, message)
             self.followups.answered(channel, thread_ts, event["user"])
         finally:
@@ -220,8 +221,9 @@ class SlackBot:
             self._post(channel, top["ts"], message)
 
     # -- building the answer -----------------------------------------------------------------
-    def _reply(self, query: str, history: list[tuple[str, str]]) -> list[dict]:
-        from .blocks import answer_messages, text_messages
+    def _reply(self, query: str, history: list[tuple[str, str]], kept: Excerpt | None = None) -> list[dict]:
+        """The answer's messages; `kept`: the part of a long paste that was searched, said first."""
+        from .blocks import answer_messages, text_messages, with_note
 
         if not query.strip():
             return text_messages(USAGE)
@@ -235,9 +237,17 @@ class SlackBot:
             return text_messages(
                 "Sorry, the knowledge base failed to answer this one; the error is in the bot's log."
             )
-        return self.feedback.attach(
-            answer_messages(answer, kb.settings.docs_base_url, lookup=kb.entry), query, answer
-        )
+        messages = answer_messages(answer, kb.settings.docs_base_url, lookup=kb.entry)
+        if kept is not None:
+            messages = with_note(messages, kept_note(kept, answer.lang))
+        return self.feedback.attach(messages, query, answer)
+
+    def _asked(self, message: dict) -> tuple[str, Excerpt | None]:
+        """The message as the query: its text and its attached logs whole (up to MAX_PASTE_BYTES),
+        cut to the part that matters when over the query limit, as the chat cuts a paste (the
+        log's tail alone loses its first error and its command line); and that part, when cut."""
+        part = excerpt(self._message_query(message, MAX_PASTE_BYTES), self.live.kb.settings.max_query_bytes)
+        return part.text, (part if part.cut else None)
 
     def _message_query(self, message: dict, limit: int | None = None) -> str:
         """The message's text plus the pasted logs attached to it, within `limit` bytes."""

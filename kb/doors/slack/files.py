@@ -1,6 +1,8 @@
 """Pasted logs attached to Slack messages: files.info, then the file's url_private downloaded
-with the bot token (the files:read scope). Only text files are read, and only their tail: the
-error line is usually at the end of a log, and the query has a byte limit anyway.
+with the bot token (the files:read scope). Only text files are read, up to the byte budget the
+caller gives (keeping the tail beyond it): the asked message's logs whole up to MAX_PASTE_BYTES,
+then cut to the part that matters as the chat cuts a paste (kb/doors/slack/bot.py `_asked`); an
+earlier message's logs in a thread, their tail only.
 
 The bot token goes only to Slack's hosts (files.slack.com and the Web API's host), redirects
 included. slack_sdk is imported inside the functions.

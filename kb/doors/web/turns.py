@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from ...answer import Answer
 from ...errors import KbError
 from ...present import reader_language
-from ...query import excerpt
+from ...query import excerpt, kept_note
 from ...service import KnowledgeBase
 from ..host.live import LiveKb
 from .render import UI, escape_md_html, render_answer, render_user, share_link
@@ -83,18 +83,7 @@ def fit_paste(live: LiveKb, message: str, lang: str) -> tuple[str, str]:
     part = excerpt(message, limit)
     if not part.cut:
         return message, ""
-    mb = part.bytes_total / 1024 / 1024
-    if lang == "zh":
-        note = (
-            f"日志共 {mb:.1f} MB、{part.lines_total} 行，超过单次检索上限：已检索其中 {part.lines_kept} 行"
-            f"（开头、结尾，以及 {part.error_lines} 处报错前后）。"
-        )
-    else:
-        note = (
-            f"The log is {mb:.1f} MB ({part.lines_total} lines), over the search limit: searched "
-            f"{part.lines_kept} of its lines (the first and the last, and around {part.error_lines} error lines)."
-        )
-    return part.text, note
+    return part.text, kept_note(part, lang)
 
 
 def answer_markdown(kb: KnowledgeBase, answer: Answer, lang: str | None) -> str:

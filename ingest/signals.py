@@ -54,14 +54,16 @@ def signatures(title: str, markdown: str, limit: int = 24) -> tuple[str, ...]:
     return _dedupe(found, limit)
 
 
-def commands(markdown: str, limit: int = 40) -> tuple[str, ...]:
-    """Commands the entry tells the reader to run, verbatim (shell prompt removed)."""
+def commands(markdown: str, limit: int = 40, shell_fences: bool = True) -> tuple[str, ...]:
+    """Commands the entry tells the reader to run, verbatim (shell prompt removed).
+    `shell_fences=False`: only lines that start with a known command, in shell fences too (what
+    the index reads, index/views.py)."""
     found: list[str] = []
     for block in code_blocks(markdown):
         # In a block that is mostly output (a log, a listing) only prompted lines are commands:
         # a log line that starts with `env {...}` or an installer's hint is not advice to run.
         nonblank = [x for x in block.lines if x.strip() and not x.strip().startswith("#")]
-        runs = _shell_fence_command if block.info in SHELL_FENCES else is_command_line
+        runs = _shell_fence_command if shell_fences and block.info in SHELL_FENCES else is_command_line
         runnable = [x for x in nonblank if runs(x) or _LOOP_PART.match(strip_prompt(x))]
         is_output = len(nonblank) > 2 and len(runnable) * 2 < len(nonblank)
         pending = ""

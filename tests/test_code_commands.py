@@ -401,3 +401,16 @@ def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():
 )
 def test_placeholders_are_what_the_reader_fills_in_and_not_redirections(command, found):
     assert placeholders(command) == found
+
+
+def test_the_index_reads_only_commands_a_known_word_starts():
+    # The lexical bag keeps its measured shape (index/views.py): a site's own tools are shown as
+    # commands but not indexed as such.
+    (entry,) = entries_from_text("en/slurm.md", SITE_TOOLS)
+    assert {"module load cuda/12.1", "./scripts/resubmit.sh"} <= set(entry.commands)
+    assert commands(entry.body, shell_fences=False) == (
+        "sinfo -s",
+        "srun -p gpu -N 2 --gres=gpu:8 python train.py",
+        "kubectl delete pod train-worker-1",
+        "ulimit -a",
+    )

@@ -220,6 +220,15 @@ def test_slash_command_acks_fast_then_updates_the_searching_message(bot, stub):
     assert update.params["ts"] == searching.response["ts"]  # the "searching..." message became the answer
     assert "NCCL error(2)" in reply_text(update)
 
+    # A question holding ``` cannot close the block it is quoted in (and format the rest).
+    stub.reset()
+    form = {**form, "text": "why does ```rm -rf x``` show *bold* here"}
+    assert signed_post(url, urlencode(form), "application/x-www-form-urlencoded")[0] == 200
+    stub.wait_for("chat.update")
+    assert app.wait_idle(30)
+    quoted = stub.of("chat.postMessage")[0].params["blocks"][0]["text"]["text"]
+    assert quoted.count("```") == 2 and quoted.endswith("```")
+
 
 def test_wrong_bot_token_is_a_clear_error(stub, seeds_kb):
     from kb.doors.slack.bot import SlackBot

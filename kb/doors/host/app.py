@@ -157,7 +157,7 @@ def announce(host: str, port: int) -> None:
         )
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     print(
-        f"kb serve: http://{shown}:{port}/  (API: POST /api/ask, POST /api/search, GET /api/health)",
+        f"kb serve: http://{shown}:{port}/  (API: POST /api/ask, POST /api/search, POST /api/feedback, GET /api/health, GET /api/entry/ID)",
         file=sys.stderr,
         flush=True,
     )

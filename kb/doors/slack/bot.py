@@ -185,7 +185,9 @@ class SlackBot:
             return
         ack()
         channel, user = command["channel_id"], command["user_id"]
-        shown = escape(query[-2900:])
+        # A ``` in the question would close the code block it is shown in: a zero-width space
+        # between its backticks keeps the block whole and the text as it reads.
+        shown = escape(query[-2900:]).replace("```", "``\u200b`")
         try:
             # The question is posted for the channel to see; its metadata keeps the full text for
             # follow-ups in the thread (conversations.replies returns it).

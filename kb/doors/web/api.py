@@ -169,7 +169,7 @@ def _add_fallbacks(app) -> None:
             return resp
         return _error(
             404,
-            f"no API endpoint {path}; see /api/health, POST /api/search, POST /api/ask, POST /api/feedback",
+            f"no API endpoint {path}; see GET /api/health, GET /api/entry/ID, POST /api/search, POST /api/ask, POST /api/feedback",
         )
 
     @app.exception_handler(Exception)

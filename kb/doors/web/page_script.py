@@ -223,7 +223,7 @@ _SCRIPT = r"""
       const lines = [
         `${h.entries} entries · 条目 (zh ${h.languages.zh}, en ${h.languages.en}), built ${h.built_at}`,
         `Embedder: ${typeof h.embedder === 'object' ? h.embedder.id : h.embedder} · answers: ${h.llm || 'extractive (no language model)'}`,
-        'JSON API: POST api/ask, POST api/search, GET api/health, GET api/entry/ID',
+        'JSON API: POST api/ask, POST api/search, POST api/feedback, GET api/health, GET api/entry/ID',
       ];
       for (const l of lines) { const p = document.createElement('p'); p.textContent = l; body.appendChild(p); }
     } catch (e) { body.textContent = 'Could not read the index details: ' + e; }

@@ -265,3 +265,12 @@ def test_bundled_kb_answers_on_a_fresh_home(tmp_path):
     a = json.loads(p.stdout)
     assert not a["no_match"] and a["citations"][0]["doc"].startswith(("en/", "zh/"))
     assert any("shm" in c or "NCCL" in c for c in a["commands"])
+
+
+@needs_shared
+@pytest.mark.slow
+def test_the_other_language_version_is_written_under_the_source_it_translates(seeds_index):
+    human = run_kb("ask", "--index", str(seeds_index), "Init plugin so failed, ret = 1343225860").stdout
+    lines = human.split("\n")
+    first = next(i for i, line in enumerate(lines) if line.startswith("  [1] "))
+    assert lines[first + 1].startswith("      Chinese version: ")

@@ -110,10 +110,11 @@ def render_text(answer, docs_base_url: str = "", lookup=None, head: bool = True)
             out.append("  $ " + c.text.replace("\n", "\n    "))
     if p.sources:
         out += ["", p.labels["sources"] + ":"]
-        out += [f"  [{r.n}] {r.location} {r.title}" for r in p.sources]
-        if p.other_language is not None:
-            o = p.other_language
-            out.append(f"  {p.labels['other_lang']}: {o.location} {o.title}")
+        for r in p.sources:
+            out.append(f"  [{r.n}] {r.location} {r.title}")
+            if r is p.sources[0] and p.other_language is not None:  # [1]'s, written under it
+                o = p.other_language
+                out.append(f"      {p.labels['other_lang']}: {o.location} {o.title}")
     return "\n".join(out)
 
 

@@ -94,7 +94,7 @@ def test_terminal_votes_on_the_answer_it_saved_from_kb_ask(seeds_index, tmp_path
     saved.write_text(asked.stdout, encoding="utf-8")
     assert json.loads(asked.stdout)["citations"][0]["title"] == "NCCL error(5)"
     voted = kb_cli("feedback", "up", "--answer", str(saved), "--index", index, home=home)
-    assert voted.returncode == 0 and "match: 1 entries shown" in voted.stdout, voted.stderr
+    assert voted.returncode == 0 and "(match: NCCL error(5))" in voted.stdout, voted.stderr
     plain = kb_cli("feedback", "up", DUPLICATE_GPU, "--index", index, home=home)  # what retrieval shows
     assert plain.returncode == 0 and "weak:" in plain.stdout
     [with_answer, without] = FeedbackStore(home / "feedback.sqlite3").rows()

@@ -100,7 +100,10 @@ def cmd_vote(args, settings) -> int:
         print(json.dumps({"id": row.id, "vote": args.vote, "in_queue": row.in_queue}, ensure_ascii=False))
         return 0
     mark = "👍" if args.vote == "up" else "👎"
-    print(f"recorded {mark} #{row.id} ({row.match}: {len(row.shown)} entries shown)")
+    # What the vote is about: the first entry shown, and how many more were listed under it.
+    shown = f"{row.shown[0]['title']}" if row.shown else "nothing shown"
+    more = f", and {len(row.shown) - 1} more listed" if len(row.shown) > 1 else ""
+    print(f"recorded {mark} #{row.id} ({row.match}: {shown}{more})")
     if row.right:
         right = row.right
         print(f"  right entry: {right['title']} ({right['doc']}:{right['start_line']}-{right['end_line']})")

@@ -194,14 +194,18 @@ def open_previous(directory: Path, embedder_id: str, key: str) -> Previous | Non
 __all__ = ["FileRecord", "Previous", "Rows", "VectorsByText", "code_key", "open_previous", "write_files"]
 
 
-def file_changes(previous: Previous | None, sources) -> dict[str, list[str]]:
+def file_changes(previous: Previous | None, sources, replaced: bool = False) -> dict[str, list[str]]:
     """The documents a rebuild found new, changed or gone since the live generation (what `kb
     ingest` names); empty when there is nothing to compare with (no index yet, or another kb
-    version that re-reads everything)."""
+    version that re-reads everything). `replaced`: the build was given other folders than the
+    index held. Documents are named relative to their folder, so `zh/gloo.md` then `en/gloo.md`
+    were both `gloo.md`, reported as "changed": every old one is gone and every new one is new."""
     if previous is None or not previous.files:
         return {}
     now = {s.doc: s.digest for s in sources}
     old = previous.files
+    if replaced:
+        return {"added": sorted(now), "changed": [], "removed": sorted(old)}
     return {
         "added": sorted(d for d in now if d not in old),
         "changed": sorted(d for d, digest in now.items() if d in old and old[d].digest != digest),

@@ -220,7 +220,7 @@ def ingest(
             progress=(lambda stage, d, n: progress(stage, d, n, "")) if progress else None,
             link=link,
         )
-        changes = file_changes(builder.previous, report.sources)
+        changes = file_changes(builder.previous, report.sources, replaced=bool(dropped))
     outcome = _outcome(stats, report, skipped, warnings, str(index_dir))
     outcome.dropped_sources, outcome.changes = dropped, changes
     return outcome

@@ -139,6 +139,11 @@ def test_ingesting_another_folder_says_which_sources_the_index_no_longer_holds(t
     assert both.returncode == 0 and "note:" not in both.stderr
     other = run_kb("ingest", str(hccl), "--index", str(index), "--json", env=env)
     assert json.loads(other.stdout)["dropped_sources"] == [str(nccl)]
+    # Another folder alone: its faq.md is not the old folder's faq.md "changed".
+    alone = tmp_path / "alone"
+    assert run_kb("ingest", str(nccl), "--index", str(alone), env=env).returncode == 0
+    swapped = json.loads(run_kb("ingest", str(hccl), "--index", str(alone), "--json", env=env).stdout)
+    assert swapped["changes"] == {"added": ["faq.md"], "changed": [], "removed": ["faq.md"]}
     human = run_kb("ingest", str(nccl / "faq.md"), "--index", str(index), env=env)
     assert human.returncode == 0 and "indexed 1 entry from 1 file" in human.stdout
     assert f"this index was built from {hccl} before; it now holds only the paths given" in human.stderr

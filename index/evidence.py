@@ -39,6 +39,12 @@ GENERIC_WORDS = frozenset(
 )
 
 
+def own_words(question: str, errors: Iterable[str]) -> set[str]:
+    """The informative words of what the person wrote and of the main error lines (none for
+    emoji or junk: no vague question, but no content either)."""
+    return informative(tokenize(" ".join([question, *errors])))
+
+
 def names_nothing(tokens: Iterable[str]) -> bool:
     """Whether the person's words are only GENERIC_WORDS and product names (or none at all):
     "mindspore fails", "NCCL error", "paddle 报错" say which stack, not how it fails, and every

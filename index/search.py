@@ -29,8 +29,8 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .codes import entry_nccl_results, nccl_results
-from .evidence import Vocabulary, informative, names_nothing
+from .codes import names_other_nccl_result
+from .evidence import Vocabulary, informative, names_nothing, own_words
 from .features import (
     FEATURES,
     PRECEDENT_FEATURES,
@@ -290,14 +290,8 @@ class Searcher:
             tokens = tokenize(lexical_query_text(post)) + sorted(post.codes)
             bm, bm_best = self.index.lexical.scores(tokens)
         lex_order = [int(i) for i in np.argsort(-bm)[:CANDIDATES] if bm[i] > 0]
-        return Legs(
-            ev,
-            bm,
-            bm_best,
-            tokens,
-            {e: r for r, e in enumerate(dense_order, 1)},
-            {e: r for r, e in enumerate(lex_order, 1)},
-        )
+        ranks = [{e: r for r, e in enumerate(order, 1)} for order in (dense_order, lex_order)]
+        return Legs(ev, bm, bm_best, tokens, *ranks)
 
     def _candidate_entries(self, legs: Legs) -> np.ndarray:
         """Both legs' candidates, and their translations: a pair is one FAQ, shown in the
@@ -351,11 +345,10 @@ class Searcher:
             return SearchResult(query, c.lang, [], [], sigs, None, c.post)
         hits = [self._hit(c, shown, other, score) for shown, other, score in faqs[:k]]
         has_content = self._has_content(c)
-        if self._names_nothing(c.post) and (has_content or self._own_words(c.post)):
+        if self._names_nothing(c.post) and (has_content or own_words(c.post.question, c.post.main_errors)):
             # "it does not work", "help", "报错了": whatever ranked first, it ranked first by the
-            # generic words it shares with the query (index/evidence.py GENERIC_WORDS). Also when
-            # the index knows none of those words (a team's small FAQ): the person still needs
-            # to hear what to say, not that nothing matches.
+            # generic words it shares with the query (index/evidence.py GENERIC_WORDS); also on a
+            # small FAQ that knows none of them: the person needs to hear what to say.
             return SearchResult(query, c.lang, [], hits, sigs, 0.0, c.post, vague=True, answered=0.0)
         if not has_content:
             # Nothing in the query is a word this index knows or could translate: emoji, binary
@@ -367,20 +360,10 @@ class Searcher:
         shape = query_shape(c.post.title, c.post.lines_total)
         if answered < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post, answered=answered)
-        weak = conf < model.confident or self._other_nccl_result(query, hits[0].entry)
+        weak = conf < model.confident or names_other_nccl_result(
+            query, hits[0].entry.title, hits[0].entry.body
+        )
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, weak, answered=answered)
-
-    @staticmethod
-    def _other_nccl_result(query: str, top: Entry) -> bool:
-        """The post names NCCL results and the entry only others (`unhandled cuda error` against
-        an `unhandled system error` entry): the closest entry at best, never a match with its
-        commands. On the real posts this changed no answer's strength (the two such top answers
-        were already the closest entry); the bundled index matched the cuda error with 0.97."""
-        asked = nccl_results(query)
-        if not asked:
-            return False
-        covered = entry_nccl_results(top.title, top.body)
-        return bool(covered) and not (asked & covered)
 
     def _has_content(self, c: Candidates) -> bool:
         words = informative(tokenize(" ".join(v.text for v in c.views)))
@@ -393,13 +376,7 @@ class Searcher:
         only: the same answer on every gold row, p95 0.12 ms on them instead of 0.39 ms."""
         if post.codes or post.commands:
             return False
-        return names_nothing(Searcher._own_words(post))
-
-    @staticmethod
-    def _own_words(post: Post) -> set[str]:
-        """The informative words of what the person wrote and of the main error lines (none for
-        emoji or junk, which is no vague question but no content)."""
-        return informative(tokenize(" ".join([post.question, *post.main_errors])))
+        return names_nothing(own_words(post.question, post.main_errors))
 
     def _hit(self, c: Candidates, shown: int, other: int | None, score: float) -> Hit:
         entries = self.index.entries

@@ -70,7 +70,7 @@ PROMPT = re.compile(
 )
 _ASSIGN = re.compile(r"^[A-Z_][A-Z0-9_]*=\S")  # NCCL_DEBUG=INFO: an environment setting
 # Settings before a command; a quoted value may hold spaces (`NCCL_IB_HCA="mlx5_0 mlx5_1"`).
-_ASSIGNMENTS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"\n]*\"|'[^'\n]*'|\S*)\s+)+")
+ASSIGNMENTS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"\n]*\"|'[^'\n]*'|\S*)\s+)+")
 _SETTING = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*")  # the same, or one being cleared (`NAME=`)
 _SHELL_OPS = re.compile(
     r"\s(&&|\|\||\|)\s|\$\(|[<>]\(|;\s*\w|"
@@ -294,7 +294,7 @@ def is_command_line(line: str) -> bool:
         # `NCCL_DEBUG=INFO NCCL_SOCKET_IFNAME=eth0 torchrun ...` (ms-swift's docs start most of their
         # commands with several settings), but not a bare `KEY=value` line of a file.
         # Settings continued on the next line (`NPROC_PER_NODE=4 \` then `swift sft \` ...) start one.
-        rest = _ASSIGNMENTS.sub("", s, count=1).split()
+        rest = ASSIGNMENTS.sub("", s, count=1).split()
         return bool(rest) and (rest[0] in COMMAND_WORDS or rest == ["\\"])
     if (_LOOP.match(s) and _DO.search(s) and _DONE.search(s)) or _FIND.match(s) or _TOOL_PIPE.match(s):
         return True

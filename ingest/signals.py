@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .code import INLINE_CODE, PROMPT, code_blocks, is_command_line, prose, strip_prompt
+from .code import ASSIGNMENTS, INLINE_CODE, PROMPT, code_blocks, is_command_line, prose, strip_prompt
 
 # Words that make a line an error report.
 _ERROR_WORDS = re.compile(
@@ -130,7 +130,7 @@ def _shell_fence_command(line: str) -> bool:
     a block that is mostly output (see `commands`)."""
     if is_command_line(line):
         return True
-    s = _COMMENT.sub("", _SETTINGS.sub("", strip_prompt(line), count=1))
+    s = _COMMENT.sub("", ASSIGNMENTS.sub("", strip_prompt(line), count=1)).rstrip()
     if _COLUMNS.search(s):
         return False
     words = s.split()
@@ -141,9 +141,8 @@ def _shell_fence_command(line: str) -> bool:
     return words[1][0] not in "=:" and not s.endswith(":")
 
 
-_COMMENT = re.compile(r"\s+#\s.*$")
+_COMMENT = re.compile(r"\s#\s.*$")  # one space before it: a run of spaces is read once
 _COLUMNS = re.compile(r"\S\s{3,}\S")
-_SETTINGS = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=(?:\"[^\"\n]*\"|'[^'\n]*'|\S*)\s+)+")
 
 
 # A shell loop over several lines: `for i in ...` / `while ...` up to its `done`.

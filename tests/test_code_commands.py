@@ -263,43 +263,6 @@ def test_an_entry_lists_find_truncate_loops_and_tool_pipes_and_flags_the_wipes()
     ]
 
 
-SITE_TOOLS = """## How do I resubmit a job that srun could not place?
-
-```bash
-sinfo -s
-srun -p gpu -N 2 --gres=gpu:8 python train.py
-module load cuda/12.1
-kubectl delete pod train-worker-1
-./scripts/resubmit.sh
-```
-
-The limits the node has:
-
-```bash
-$ ulimit -a
-open files                      (-n) 1024
-max user processes              (-u) 4096
-```
-"""
-
-
-def test_every_line_of_a_shell_fence_is_a_command_though_no_list_knows_its_program():
-    # A team's FAQ runs its own tools (Slurm, Kubernetes, site scripts); a shell fence says
-    # "type this". Aligned output under a command in the same kind of fence stays out.
-    (entry,) = entries_from_text("en/slurm.md", SITE_TOOLS)
-    assert entry.commands == (
-        "sinfo -s",
-        "srun -p gpu -N 2 --gres=gpu:8 python train.py",
-        "module load cuda/12.1",
-        "kubectl delete pod train-worker-1",
-        "./scripts/resubmit.sh",
-        "ulimit -a",
-    )
-    assert [c for c in entry.commands if is_destructive(c)] == ["kubectl delete pod train-worker-1"]
-    # Outside a shell fence the strict rule holds: an unknown word starts no command.
-    assert commands("```text\nsrunner -p gpu\nmytool --fix\n```\n") == ()
-
-
 def test_output_blocks_and_named_options_add_no_commands():
     body = (
         "```text\nepoch 1 | loss 0.9\nepoch 2 | loss 0.7\nfind: 'x': No such file or directory\n```\n\n"
@@ -401,16 +364,3 @@ def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():
 )
 def test_placeholders_are_what_the_reader_fills_in_and_not_redirections(command, found):
     assert placeholders(command) == found
-
-
-def test_the_index_reads_only_commands_a_known_word_starts():
-    # The lexical bag keeps its measured shape (index/views.py): a site's own tools are shown as
-    # commands but not indexed as such.
-    (entry,) = entries_from_text("en/slurm.md", SITE_TOOLS)
-    assert {"module load cuda/12.1", "./scripts/resubmit.sh"} <= set(entry.commands)
-    assert commands(entry.body, shell_fences=False) == (
-        "sinfo -s",
-        "srun -p gpu -N 2 --gres=gpu:8 python train.py",
-        "kubectl delete pod train-worker-1",
-        "ulimit -a",
-    )

@@ -106,12 +106,12 @@ def test_a_command_with_a_placeholder_says_what_to_fill_in_in_every_door_and_eve
         label = "Replace <image> before running"
         assert label in text.replace("&lt;", "<").replace("&gt;", ">"), door
         assert "Replace <image>" not in text or door == "terminal", door  # no raw tag for a browser or Slack
-    for shown in (ask_json(answer), hit_json(hit(e, None)), entry_json(e)):
+    for shown in (ask_json(answer), hit_json(hit(e, None), answers=True), entry_json(e)):
         assert shown["destructive_commands"] == ["ipcrm -m <shmid>"]
         assert shown["placeholder_commands"] == list(e.commands[:2])
 
 
-def test_kb_search_shows_no_commands_under_a_closest_entry_nor_below_it():
+def test_kb_search_shows_commands_of_the_match_only():
     from index.search import SearchResult
     from kb.doors.terminal import search_text
 
@@ -119,7 +119,10 @@ def test_kb_search_shows_no_commands_under_a_closest_entry_nor_below_it():
     hits = [hit(first, None), hit(second, None)]
     weak = search_text(SearchResult("slow on 8 cards", "en", hits, confidence=0.5, weak=True))
     assert "HCCL_BUFFSIZE" not in weak and "en title 6" in weak
-    assert "export HCCL_BUFFSIZE=600" in search_text(SearchResult("q", "en", hits, confidence=0.9))
+    matched = search_text(SearchResult("q", "en", hits, confidence=0.9))
+    assert (
+        "export HCCL_BUFFSIZE=500" in matched and "HCCL_BUFFSIZE=600" not in matched
+    )  # hit 2 may be another problem
 
 
 def test_a_command_the_model_already_shows_is_not_listed_again():

@@ -256,3 +256,19 @@ def test_the_chat_refuses_oversized_bodies(server):
 
 
 # -- Slack: signature verification, body limit, 5xx from the Slack API -----------------------------------
+
+
+def test_secret_mask_hides_secrets_in_messages_and_tracebacks():
+    import logging
+
+    from kb.doors.host.logs import SecretMask
+
+    secret = "xoxb-" + os.urandom(10).hex()
+    fmt = SecretMask("%(levelname)s %(message)s", [secret, secret[:12]])
+    try:
+        raise RuntimeError(f"Authorization: Bearer {secret}")
+    except RuntimeError:
+        record = logging.LogRecord("kb.x", logging.ERROR, __file__, 1, "token %s", (secret,), sys.exc_info())
+    text = fmt.format(record)
+    assert secret not in text and secret[:12] not in text
+    assert text.startswith("ERROR token [redacted]") and "Bearer [redacted]" in text

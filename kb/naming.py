@@ -23,8 +23,8 @@ def _norm_title(title: str) -> str:
     return _TITLE_NOISE.sub("", re.sub(r"^\s*(?:Q\d*|问题)\s*[:：]", "", title)).casefold()
 
 
-def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
-    """The entry `named` names, or None when it names none or several."""
+def entry_at(entries: Iterable[Entry], named: str) -> Entry | None:
+    """The entry `named` by its id or its place (`doc:start-end`, or `doc:line` inside it)."""
     named = named.strip().removeprefix("faq://")  # the resource URI the MCP door gives out
     if not named:
         return None
@@ -38,6 +38,16 @@ def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
         for e in entries:
             if e.doc == m["doc"] and e.start_line <= line <= e.end_line:
                 return e
+    return None
+
+
+def resolve_entry(entries: Iterable[Entry], named: str) -> Entry | None:
+    """The entry `named` names, or None when it names none or several."""
+    entries = list(entries)
+    found = entry_at(entries, named)
+    if found is not None:
+        return found
+    named = named.strip().removeprefix("faq://")
     title = _norm_title(named)
     if not title:
         return None

@@ -99,7 +99,3 @@ def history_field(body: dict) -> list[tuple[str, str]]:
             raise RequestError(422, f'history[{i}] must be {{"role": "user"|"assistant", "content": str}}')
         out.append((role, content))
     return out
-
-
-def no_entry(entry_id: str) -> RequestError:
-    return RequestError(404, f"no entry {entry_id!r} in the index")

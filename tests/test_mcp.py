@@ -80,9 +80,20 @@ async def exercise(client, kb) -> dict:
     assert (
         "KB_MAX_QUERY_BYTES" in payload(refused)["error"] and "part of the log" in payload(refused)["error"]
     )
-    missing = await client.call_tool("get_entry", {"entry_id": "no-such-entry"})
-    assert missing.is_error and payload(missing) == {
-        "error": "no entry 'no-such-entry' in the index",
+    # The entry named by the citation an answer prints (doc:start-end, or a line inside it).
+    place = f"{e.doc}:{e.start_line}-{e.end_line}"
+    assert payload(await client.call_tool("get_entry", {"entry_id": place}))["id"] == entry_id
+    inside = payload(await client.call_tool("get_entry", {"entry_id": f"{e.doc}:{e.end_line}"}))
+    assert inside["id"] == entry_id
+    for name in ("no-such-entry", f"{e.doc}:99999", e.title):  # a title is not a name here
+        missing = await client.call_tool("get_entry", {"entry_id": name})
+        assert missing.is_error and payload(missing) == {
+            "error": f"no entry {name!r} in the index (give an entry_id from search or ask, or its doc:start-end)",
+            "status": 404,
+        }
+    misspelt = await client.call_tool("serch", {"query": NCCL_LINE})
+    assert misspelt.is_error and payload(misspelt) == {
+        "error": "unknown tool 'serch' (this server has: ask, feedback, get_entry, search)",
         "status": 404,
     }
     bad_k = await client.call_tool("search", {"query": NCCL_LINE, "k": 99})

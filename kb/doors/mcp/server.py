@@ -4,7 +4,8 @@
     ask(query, lang?, history?)     -> the JSON of `kb ask --json` / POST /api/ask (verified
                                        commands and citations, match strength)
     get_entry(entry_id)             -> the JSON of GET /api/entry/ID (the entry and its
-                                       other-language version)
+                                       other-language version); the entry may also be named by
+                                       its place, `doc:start-end` as answers cite it
     feedback(query, vote, answer?, right_entry?, comment?, lang?)
                                     -> the JSON of POST /api/feedback: after trying an answer,
                                        whether it worked (stored as a vote)
@@ -28,7 +29,7 @@ from pathlib import PurePath
 from typing import Annotated, Any, Literal
 
 from ...errors import KbError
-from ...request import RequestError, history_field, k_field, lang_field, no_entry, query_field
+from ...request import RequestError, history_field, k_field, lang_field, query_field
 from ...vote import record_vote, vote_fields, vote_json
 from ..host.live import LiveKb
 
@@ -76,11 +77,25 @@ def _refused(e: KbError):
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
+def named_entry(kb, named: str):
+    """The entry an agent names: its entry_id, or its place as the answer text and `kb ask`
+    cite it (`zh/hccl.md:29-50`, or a line inside it). Agents copy the citation they read, and
+    were refused the entry it names. A title is not taken here: a guess that hits another
+    entry's words would hand back the wrong entry without a word."""
+    from ...naming import entry_at
+
+    e = kb.entry(named) or entry_at(kb.index.entries, named)
+    if e is None:
+        raise RequestError(
+            404,
+            f"no entry {named!r} in the index (give an entry_id from search or ask, or its doc:start-end)",
+        )
+    return e
+
+
 def entry_markdown(kb, entry_id: str) -> str:
     """An entry (and a pointer to its other-language version) as the resource's text."""
-    e = kb.entry(entry_id)
-    if e is None:
-        raise no_entry(entry_id)
+    e = named_entry(kb, entry_id)
     out = [f"# {e.title}", "", f"{e.lang} · {e.location} · faq://{e.id}", "", e.body.rstrip()]
     other = kb.entry(e.translation) if e.translation else None
     if other is not None:
@@ -119,6 +134,7 @@ def build_server(live: LiveKb, store=None):
     """The MCPServer for `live`; `store` (kb/feedback.py) receives its "no match" answers."""
     server = _checked_server_class()("kb", instructions=instructions(live.get()), log_level="WARNING")
     _add_tools(server, live, store)
+    _add_entry_tool(server, live)
     _add_feedback_tool(server, live, store)
     _add_resources(server, live)
     return server
@@ -127,7 +143,8 @@ def build_server(live: LiveKb, store=None):
 def _checked_server_class():
     """MCPServer whose tools refuse arguments as the API does: a wrong type or an unknown field is
     `{"error": 'field "k": ...', "status": 422}`, like a bad value (the SDK answered a wrong type
-    with pydantic's text and dropped unknown fields: `top_k: 3` gave five hits without a word)."""
+    with pydantic's text and dropped unknown fields: `top_k: 3` gave five hits without a word); a
+    misspelt tool is a 404 that lists the tools."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import ValidationError
@@ -135,14 +152,16 @@ def _checked_server_class():
     class CheckedServer(MCPServer):
         async def call_tool(self, name, arguments, context=None):
             tools = {t.name: t for t in await self.list_tools()}
-            known = set(tools[name].input_schema.get("properties", {})) if name in tools else None
-            unknown = sorted(set(arguments) - known) if known is not None else []
+            if name not in tools:  # the SDK's "Unknown tool: x" was the one refusal not in the API's JSON
+                return _refused(
+                    RequestError(404, f"unknown tool {name!r} (this server has: {', '.join(sorted(tools))})")
+                )
+            known = set(tools[name].input_schema.get("properties", {}))
+            unknown = sorted(set(arguments or {}) - known)
             if unknown:
                 fields = ", ".join(f'"{f}"' for f in unknown)
                 return _refused(
-                    RequestError(
-                        422, f"unknown field {fields} (this tool takes: {', '.join(sorted(known or ()))})"
-                    )
+                    RequestError(422, f"unknown field {fields} (this tool takes: {', '.join(sorted(known))})")
                 )
             try:
                 return await super().call_tool(name, arguments, context)
@@ -163,7 +182,7 @@ def _add_tools(server, live: LiveKb, store) -> None:
     from pydantic import Field
 
     from ...feedback import Recording
-    from ...schema import ask_json, entry_json, search_json
+    from ...schema import ask_json, search_json
 
     how_many = Field(description="How many entries (1-50; default: top_k)", strict=True, ge=1, le=50)
     settings = live.kb.settings
@@ -208,15 +227,29 @@ def _add_tools(server, live: LiveKb, store) -> None:
         except KbError as e:
             return _refused(e)
 
+
+def _add_entry_tool(server, live: LiveKb) -> None:
+    from mcp.types import CallToolResult, ToolAnnotations
+    from pydantic import Field
+
+    from ...schema import entry_json
+
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    Json = Annotated[CallToolResult, dict[str, Any]]  # built as _add_tools' results are
+
     @server.tool(name="get_entry", annotations=read_only)
     def get_entry(
-        entry_id: Annotated[str, Field(description="An entry_id from search or ask")],
+        entry_id: Annotated[
+            str,
+            Field(description="An entry_id from search or ask, or the entry's place as cited: doc:start-end"),
+        ],
     ) -> Json:
         """One FAQ entry in full (title, source lines, body, commands) and its other-language version."""
         current = live.get()
-        e = current.entry(entry_id)
-        if e is None:
-            return _refused(no_entry(entry_id))
+        try:
+            e = named_entry(current, entry_id)
+        except KbError as err:
+            return _refused(err)
         return _result(entry_json(e, current.entry(e.translation) if e.translation else None))
 
 

@@ -26,6 +26,13 @@ commands against the entry's title and headings, meant to tell a FAQ's single-ma
 from its multi-machine twin (stop 38): Hit@1 0.644 -> 0.644, Hit@5 0.830 -> 0.836, MRR@10 0.729
 -> 0.726, and the refitted gate turned away 0.046 of the answerable posts (0.025).
 
+Ascend's chip names (`910B`, `910C`, `310P`) in the "ascend" family, so that "910B 训练 hang 住了"
+reads as an Ascend post (stop 73), cost on every count: Hit@1 0.650 -> 0.644, Hit@5 0.827 ->
+0.818, "no match" on unanswerable posts 0.045 -> 0.024, answerable turned away 0.028 -> 0.040
+(`kb eval`, 5 folds x 3). No corpus or seeds page names a chip; two real posts and two of our
+gold questions do, and refitting on those four changed rows moved the trees that much (within a
+refit's spread, eval/results/fit_spread.md, but nothing gained); not kept.
+
 The families were written from what the field is, not from the evaluation posts: a first
 symptom list that borrowed phrases of evaluation titles scored half as much again, which is
 the leak such lists invite.

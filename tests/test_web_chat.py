@@ -140,8 +140,16 @@ def test_5_phone_send_visible_answer_in_view_sheet_in_view_commands_wrap(url):
             "p => p.scrollWidth > p.clientWidth + 1).length"
         )
         assert overflow == 0  # commands wrap instead of running off the right edge
+        chat, answer = box_of(page, "#kb-chat .bubble-wrap"), box_of(page, "#kb-chat .bot-row")
+        used = (answer["right"] - answer["left"]) / (chat["right"] - chat["left"])
+        assert used >= 0.9, used  # the answer uses the phone's width (gradio's bubble left it 0.82)
         scroll_down = page.locator("#kb-chat .scroll-down-button-container")
         scroll_down.wait_for(state="visible", timeout=5_000)  # the answer's end is below the fold
+        arrow = page.evaluate(
+            "() => { const s = getComputedStyle(document.querySelector('#kb-chat .scroll-down-button-container button'));"
+            " return parseFloat(s.paddingTop); }"
+        )
+        assert arrow >= 4, arrow  # a button over the text, not one more glyph in it (gradio's padding: 1px)
         open_source(page)
         page.wait_for_timeout(400)  # the sheet slides in
         sheet = box_of(page, "#kb-side")

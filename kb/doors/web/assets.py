@@ -141,6 +141,10 @@ footer{display:none !important}
 #kb-undo{max-width:22rem}
 .kb-flash{animation:kbflash 1s ease-out}
 @keyframes kbflash{from{box-shadow:0 0 0 3px #facc15}to{box-shadow:none}}
+/* The chat's scroll-down button hugged its arrow (1px of padding): on an answer's text it read as
+   one more glyph. */
+#kb-chat .scroll-down-button-container button{background:var(--background-fill-primary);
+  border:1px solid var(--border-color-primary);padding:.3rem}
 /* The chat's own trash icon sat over a message's copy icon; "New chat" above does the same. */
 #kb-chat button[aria-label="Clear"], #kb-chat button[title="Clear"]{display:none !important}
 """
@@ -159,6 +163,10 @@ _PHONE_CSS = """
   #kb-lang{flex:1 1 100%}
   #kb-lang .wrap{flex-wrap:wrap}
   #kb-lang label{padding:.2rem .4rem}
+  /* Gradio's bubbles keep 24px aside on each side and 72px off their width: at 390px an answer
+     had 245px of text, and every command wrapped. */
+  #kb-chat .message-row.bubble{margin-left:.25rem;margin-right:.25rem}
+  #kb-chat .message-row.bubble.bot-row, #kb-chat .message-row.bubble.user-row{max-width:calc(100% - .5rem)}
   /* The source panel is a sheet from the bottom, shown when a citation is opened. */
   #kb-side{position:fixed !important;left:0;right:0;bottom:0;top:auto;z-index:10000;max-height:78dvh;margin:0;
     transform:translateY(105%);transition:transform .2s ease-out;width:100% !important;min-width:0 !important}

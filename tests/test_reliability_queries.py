@@ -166,8 +166,21 @@ def one_line_error(p, *needles: str) -> str:
     return err
 
 
+def test_cli_a_log_over_the_query_limit_is_searched_around_its_error_and_says_so(seeds_index):
+    """3 MB on stdin, the error in the middle with 1 MB of healthy steps after it: searched in part
+    (its first and last lines and the region around the error), and stderr says which part."""
+    healthy = one_mb_log().rsplit("\nTraceback", 1)[0]
+    log = "\n".join([healthy, healthy, "Traceback (most recent call last):", NCCL_LINE, healthy])
+    assert len(log.encode()) > 3 * MB > DEFAULT_LIMIT
+    p = kb_cli("ask", "-", "--json", "--index", str(seeds_index), stdin=log.encode())
+    assert p.returncode == 0, p.stderr.decode()
+    assert json.loads(p.stdout)["citations"][0]["title"] == "NCCL error(2)"
+    note = p.stderr.decode().strip()
+    assert note.startswith("kb ask: the paste is 3.") and "the regions around 2 error lines" in note, note
+
+
 def test_cli_a_paste_over_the_paste_limit_is_refused_before_any_index_is_built(tmp_path):
-    # Up to MAX_PASTE_BYTES a paste is cut to the part that matters (tests/test_cli_use.py); past it, refused.
+    # Up to MAX_PASTE_BYTES a paste is cut to the part that matters (the test above); past it, refused.
     from kb.query import MAX_PASTE_BYTES
 
     p = kb_cli("ask", "-", stdin=b"x" * (MAX_PASTE_BYTES + 10), env={"KB_HOME": str(tmp_path)})

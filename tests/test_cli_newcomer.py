@@ -206,7 +206,8 @@ def test_cli_8_10_first_run_says_what_it_builds_and_caches_the_model_under_kb_ho
     )
     assert p.returncode == 0, p.stderr
     assert (
-        f"building the bundled knowledge base's index in {home}" in p.stderr and "first run only); a few seconds" in p.stderr
+        f"building the bundled knowledge base's index in {home}" in p.stderr
+        and "first run only); a few seconds" in p.stderr
     )
     assert re.search(r"^embedding: \d+ texts \(\d+\.\ds\)$", p.stderr, re.M)  # one plain line per stage
     assert "\r" not in p.stderr and "█" not in p.stderr

@@ -150,6 +150,8 @@ def bind_address(args, default_port: int) -> tuple[str, int]:
 
 def announce(host: str, port: int) -> None:
     """Where `kb serve` listens; loudly when that is more than this machine."""
+    from ..web.api import API_LIST
+
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"kb serve: listening on {host}: the chat and API are reachable from the network, without authentication",
@@ -157,7 +159,7 @@ def announce(host: str, port: int) -> None:
         )
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     print(
-        f"kb serve: http://{shown}:{port}/  (API: POST /api/ask, POST /api/search, POST /api/feedback, GET /api/health, GET /api/entry/ID)",
+        f"kb serve: http://{shown}:{port}/  (API: {API_LIST})",
         file=sys.stderr,
         flush=True,
     )

@@ -45,6 +45,17 @@ async def _read_json(request) -> dict:
     return body
 
 
+# The routes, for the words that list them (the 404 here, `kb serve`'s first line, the chat's
+# About): three lists written apart had drifted, two of them without /api/feedback.
+API_ROUTES = (
+    ("POST", "/api/ask"),
+    ("POST", "/api/search"),
+    ("POST", "/api/feedback"),
+    ("GET", "/api/health"),
+    ("GET", "/api/entry/ID"),
+)
+API_LIST = ", ".join(f"{method} {path}" for method, path in API_ROUTES)
+
 # The fields' rules are the core's (kb/request.py), shared with the MCP door.
 _query, _lang, _k, _history = query_field, lang_field, k_field, history_field
 
@@ -153,7 +164,7 @@ def _add_fallbacks(app) -> None:
 
     # Anything else under /api/ answers JSON too (the chat, mounted at /, would answer HTML).
     # The routes above took every right method on their paths, so a known path here has a wrong one.
-    known = {"/api/search": "POST", "/api/ask": "POST", "/api/health": "GET", "/api/feedback": "POST"}
+    known = {path: method for method, path in API_ROUTES if not path.endswith("/ID")}
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
     def api_other(rest: str, request: Request):
@@ -169,7 +180,7 @@ def _add_fallbacks(app) -> None:
             return resp
         return _error(
             404,
-            f"no API endpoint {path}; see GET /api/health, GET /api/entry/ID, POST /api/search, POST /api/ask, POST /api/feedback",
+            f"no API endpoint {path}; see {API_LIST}",
         )
 
     @app.exception_handler(Exception)

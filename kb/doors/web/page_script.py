@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from ...query import MAX_PASTE_BYTES
+from .api import API_LIST
 from .assets import PANEL_PLACEHOLDER
 
 BIG_PASTE_CHARS = 20_000  # pastes above this skip the browser's slow editing path
@@ -24,7 +25,7 @@ BIG_PASTE_CHARS = 20_000  # pastes above this skip the browser's slow editing pa
 _SCRIPT = r"""
 <script>
 (() => {
-  const PLACEHOLDER = %PLACEHOLDER%, BIG_PASTE = %BIG_PASTE%, MAX_PASTE = %MAX_PASTE%;
+  const PLACEHOLDER = %PLACEHOLDER%, BIG_PASTE = %BIG_PASTE%, MAX_PASTE = %MAX_PASTE%, API_LIST = %API_LIST%;
   const ENTRY = /\/entry\/([A-Za-z0-9_-]+)\/?$/;
   const $ = (s) => document.querySelector(s);
   const logs = new Map();  // utf-16 length -> a pasted log, for "copy all N lines"
@@ -223,7 +224,7 @@ _SCRIPT = r"""
       const lines = [
         `${h.entries} entries · 条目 (zh ${h.languages.zh}, en ${h.languages.en}), built ${h.built_at}`,
         `Embedder: ${typeof h.embedder === 'object' ? h.embedder.id : h.embedder} · answers: ${h.llm || 'extractive (no language model)'}`,
-        'JSON API: POST api/ask, POST api/search, POST api/feedback, GET api/health, GET api/entry/ID',
+        'JSON API: ' + API_LIST,
       ];
       for (const l of lines) { const p = document.createElement('p'); p.textContent = l; body.appendChild(p); }
     } catch (e) { body.textContent = 'Could not read the index details: ' + e; }
@@ -253,5 +254,8 @@ def page_head(busy: str) -> str:
         _SCRIPT.replace("%PLACEHOLDER%", json.dumps(PANEL_PLACEHOLDER))
         .replace("%BIG_PASTE%", str(BIG_PASTE_CHARS))
         .replace("%MAX_PASTE%", str(MAX_PASTE_BYTES))
+        .replace(
+            "%API_LIST%", json.dumps(API_LIST.replace("/api/", "api/"))
+        )  # relative: under a root path too
         .replace("%BUSY%", json.dumps(busy))
     )

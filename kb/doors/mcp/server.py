@@ -77,7 +77,7 @@ def _refused(e: KbError):
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def named_entry(kb, named: str):
+def cited_entry(kb, named: str):
     """The entry an agent names: its entry_id, or its place as the answer text and `kb ask`
     cite it (`zh/hccl.md:29-50`, or a line inside it). Agents copy the citation they read, and
     were refused the entry it names. A title is not taken here: a guess that hits another
@@ -95,7 +95,7 @@ def named_entry(kb, named: str):
 
 def entry_markdown(kb, entry_id: str) -> str:
     """An entry (and a pointer to its other-language version) as the resource's text."""
-    e = named_entry(kb, entry_id)
+    e = cited_entry(kb, entry_id)
     out = [f"# {e.title}", "", f"{e.lang} · {e.location} · faq://{e.id}", "", e.body.rstrip()]
     other = kb.entry(e.translation) if e.translation else None
     if other is not None:
@@ -247,7 +247,7 @@ def _add_entry_tool(server, live: LiveKb) -> None:
         """One FAQ entry in full (title, source lines, body, commands) and its other-language version."""
         current = live.get()
         try:
-            e = named_entry(current, entry_id)
+            e = cited_entry(current, entry_id)
         except KbError as err:
             return _refused(err)
         return _result(entry_json(e, current.entry(e.translation) if e.translation else None))

@@ -287,7 +287,7 @@ def decode(data: bytes) -> str:
                 text = data.decode("gb18030")
             except UnicodeDecodeError as e:
                 raise UnreadableFile("not UTF-8, UTF-16 or GB18030/GBK text") from e
-    if "\x00" in text or _looks_binary(text):
+    if "\x00" in text or looks_binary(text):
         raise UnreadableFile("binary content (control characters), not a text document")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -316,7 +316,9 @@ def decode_unicode(data: bytes) -> str | None:
         return None
 
 
-def _looks_binary(text: str) -> bool:
+def looks_binary(text: str) -> bool:
+    """More than 2% control characters (not whitespace or ANSI colour escapes) in the first 64K:
+    an executable, an archive or a checkpoint decoded as text."""
     sample = text[:65536]
     if not sample:
         return False

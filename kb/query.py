@@ -1,4 +1,4 @@
-"""What a query may be, checked once for every door: text, not empty, within the size limit.
+"""What a query may be, checked once for every door: text, not binary, not empty, within the size limit.
 
 The web API answers the same rule with 413 before reading a body it cannot use
 (kb/doors/web/api.py calls `size_error`); everything else raises QueryError here.
@@ -26,7 +26,27 @@ def decode_paste(data: bytes) -> str:
     terminal). A UTF-8 log with a bad byte or two stays UTF-8, those as U+FFFD: GB18030 reads
     nearly any bytes, and would garble all of it. A GBK log that is mostly ASCII (a few Chinese
     words in English output) has a few invalid UTF-8 sequences per word, so no share of the bytes
-    tells them apart: the count does."""
+    tells them apart: the count does. Bytes that are no text in any of these are refused here,
+    before a long paste is cut (kb/doors/terminal.py), so the message says what they are."""
+    text = _decoded(data)
+    refuse_binary(text)
+    return text
+
+
+def refuse_binary(text: str) -> None:
+    """Binary data is no query (`kb ask - < model.ckpt`, a core dump, an API client sending a
+    file's bytes): searched, its stray letters came closest to some entry, shown as a match with
+    its commands (random bytes on the seeds index: 问题避免). NULs alone are a padded log's."""
+    from ingest.read import looks_binary
+
+    if looks_binary(text.replace("\x00", "")):
+        raise QueryError(
+            "the query looks like binary data (control characters, undecodable bytes), not text: paste "
+            "the error message or the log; `strings FILE` prints the text inside a binary file"
+        )
+
+
+def _decoded(data: bytes) -> str:
     from ingest.read import UnreadableFile, decode_unicode
 
     try:
@@ -61,6 +81,7 @@ def check_query(query: str, max_bytes: int) -> str:
     query = valid_text(query).replace("\x00", " ")
     if not query.strip():
         raise QueryError("the query is empty: paste an error message or ask a question")
+    refuse_binary(query)
     return query
 
 

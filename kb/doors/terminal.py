@@ -107,7 +107,7 @@ def search_text(result, docs_base_url: str = "") -> str:
     """`kb search` for people: each hit's title, place and language, its commands (with their
     caution: what they destroy, what to fill in) when the match is a match, and how strong it is."""
     from ..answer import LABELS, matched_line, no_match_text
-    from ..present import command_caution
+    from ..present import cautioned
 
     lang = result.lang if result.lang in LABELS else "en"
     labels = LABELS[lang]
@@ -129,8 +129,7 @@ def search_text(result, docs_base_url: str = "") -> str:
             out.append(f"   {labels['matched_line']}: {quoted}")
         if result.no_match or result.weak or n > 1:
             continue  # commands from the match only: the others may be other problems (kb/schema.py)
-        for c in e.commands[:6]:
-            caution = command_caution(c, lang)
+        for c, caution in cautioned(e.commands[:6], lang):
             if caution:
                 out.append(f"   # {caution}")
             out.append("   $ " + c.replace("\n", "\n     "))

@@ -117,16 +117,8 @@ def test_a_fill_in_note_is_said_once_for_commands_in_a_row_and_a_caution_every_t
     from kb.doors.terminal import search_text
     from kb.present import FILL_IN
 
-    e = replace(
-        entry(4),
-        commands=(
-            "docker run --shm-size 32G -it <image> /bin/bash",
-            "docker run --ipc=host -it <image> /bin/bash",
-            "docker run --rm -it <other> /bin/bash",
-            "rm -rf /tmp/x",
-            "rm -rf /tmp/y",
-        ),
-    )
+    runs = ("docker run --shm-size 32G <image> sh", "docker run --ipc=host <image> sh", "docker run <other>")
+    e = replace(entry(4), commands=(*runs, "rm -rf /tmp/x", "rm -rf /tmp/y"))
     answer = Answer("q", "en", "en title 4\n\nfix [1]", e.commands, (Citation(1, e),), False)
     image, other = (FILL_IN["en"].format(names=n) for n in ("<image>", "<other>"))
     expected = [image, "", other, CAUTION["en"], CAUTION["en"]]

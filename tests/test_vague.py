@@ -93,10 +93,11 @@ def test_a_vague_question_is_no_gap_in_the_unanswered_queue(tmp_path):
         "thanks, it works now",
         "clear",
         "!!! ??? ;;;",
-        junk,
         "How do I bake sourdough bread with rye flour?",
     ]:
         assert run_kb("ask", query, env=env).returncode == 0
+    refused = run_kb("ask", junk, env=env)  # an executable's bytes: refused with what to do
+    assert refused.returncode == 1 and "looks like binary data" in refused.stderr
     groups = json.loads(run_kb("feedback", "list", "--json", env=env).stdout)["groups"]
     assert [g["label"] for g in groups] == ["How do I bake sourdough bread with rye flour?"]
 

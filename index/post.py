@@ -32,11 +32,11 @@ import re
 from dataclasses import dataclass
 
 from ingest.code import FENCE_OPEN, is_command_line
-from ingest.lang import cjk_count, guess_lang
-from ingest.signals import is_error_line
+from ingest.lang import asker_lang, cjk_count
+from ingest.signals import is_error_line, looks_like_error
 
 from .codes import error_codes
-from .text import LOG_HINT, clean_line
+from .text import FULL_WIDTH_ALNUM, LOG_HINT, clean_line
 from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
@@ -149,7 +149,7 @@ def _select_lines(lines: list[str]) -> list[str]:
         if budget <= 0:
             break
         line = lines[i][:MAX_LINE_CHARS]
-        if _EXCEPTION.match(line) or _TRACEBACK.search(line) or ("rror" in line and is_error_line(line)):
+        if _EXCEPTION.match(line) or _TRACEBACK.search(line) or looks_like_error(line):
             for j in range(max(head, i - 2), min(len(lines) - tail, i + 3)):
                 if j not in keep and budget > 0:
                     keep.add(j)
@@ -287,7 +287,7 @@ class _Lines:
 
 
 def read_post(text: str) -> Post:
-    text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n").translate(FULL_WIDTH_ALNUM)
     all_lines = text.split("\n")
     lines = _select_lines(all_lines)
     first_i = next((i for i, x in enumerate(lines) if x.strip()), None)
@@ -320,7 +320,7 @@ def _post(parts: _Lines, text: str, lines: list[str], lines_total: int) -> Post:
         tail = [clean_line(x[:MAX_LINE_CHARS]) for x in lines if x.strip()][-6:]
         prose = [" ".join(t for t in tail if t)]
     own_words = " ".join([title, *prose])
-    lang = _lang_of(own_words, text)
+    lang = asker_lang(own_words, text)
     codes = error_codes("\n".join([title, *error_lines, *parts.exceptions, *prose, *parts.boilerplate]))
     return Post(
         lang=lang,
@@ -387,12 +387,3 @@ def _error_weight(line: str) -> float:
     if len(line) < 20:
         w -= 0.5
     return w
-
-
-def _lang_of(own_words: str, text: str) -> str:
-    """The person's words decide: Chinese prose around an English log is a Chinese question."""
-    if cjk_count(own_words) >= 2:
-        return "zh" if guess_lang(own_words) == "zh" or cjk_count(own_words) >= 6 else "en"
-    if own_words.strip():
-        return "en"
-    return guess_lang(text[:20000])

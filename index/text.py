@@ -72,6 +72,17 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+# Full-width letters and digits, as a Chinese input method types them (`ＥＩ０００２`), as ASCII: codes,
+# BM25 and the embedder know only the ASCII ones (`HCCL报错ＥＩ０００２` was a vague question, with
+# `EI0002` a match). Full-width punctuation is left as it is: it is how Chinese is written, and the
+# tokenizers take it so. Neither the real posts nor the shared corpus type a full-width letter.
+FULL_WIDTH_ALNUM = {
+    c: c - 0xFEE0
+    for lo, hi in (("０", "９"), ("Ａ", "Ｚ"), ("ａ", "ｚ"))
+    for c in range(ord(lo), ord(hi) + 1)
+}
+
+
 # ---- logs ---------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")

@@ -37,6 +37,22 @@ def is_error_line(line: str) -> bool:
     return bool(_EXCEPTION_LINE.match(s) or _ERROR_CODE.search(s) or _ERROR_WORDS.search(s))
 
 
+# A first, cheap look for the words of _ERROR_WORDS that matter in a long log, for finding its
+# error regions among hundreds of thousands of lines: is_error_line costs 16 us a line here,
+# this 2 us. It once was `"rror" in line`, which passed over NCCL's `Watchdog caught collective
+# operation timeout` and `训练失败` in the middle of a long log, so the answer came from its tail.
+# The cost: kb/query.py's excerpt of a 21.5 MB log (230,000 lines) took 0.66 s instead of 0.42 s.
+_ERRORISH = re.compile(
+    r"rror|ail|xception|im(?:e|ed) ?out|TIME ?OUT|bort|ABORT|atal|FATAL|illed|efused|ault|错|败|超时|异常"
+)
+
+
+def looks_like_error(line: str) -> bool:
+    """An error line or a traceback's start, for picking what to keep of a log too long to read whole."""
+    s = line.lstrip()
+    return s.startswith(("Traceback", 'File "')) or bool(_ERRORISH.search(line)) and is_error_line(line)
+
+
 def signatures(title: str, markdown: str, limit: int = 24) -> tuple[str, ...]:
     """Error lines and error strings the entry covers, in order, without duplicates."""
     found: list[str] = []

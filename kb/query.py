@@ -114,7 +114,7 @@ def excerpt(text: str, max_bytes: int) -> Excerpt:
     """At most `max_bytes` of `text`: the first lines (the command and the set-up), the last lines
     (where a crash ends), and the regions around error lines and tracebacks in between, in their
     order, with a marker where lines were left out. A paste within the limit comes back whole."""
-    from ingest.signals import is_error_line
+    from ingest.signals import looks_like_error
 
     size = len(text.encode("utf-8", errors="replace"))
     lines = text.replace("\r\n", "\n").split("\n")
@@ -139,7 +139,7 @@ def excerpt(text: str, max_bytes: int) -> Excerpt:
 
     take(range(min(200, len(lines))), 0.1)
     take(range(len(lines) - 1, -1, -1), 0.4)  # the tail, read backwards
-    errors = [i for i, ln in enumerate(lines) if i not in keep and _looks_like_error(ln, is_error_line)]
+    errors = [i for i, ln in enumerate(lines) if i not in keep and looks_like_error(ln)]
     for i in reversed(errors):  # the last errors first: the crash is usually near the end
         take(range(max(0, i - _CONTEXT), min(len(lines), i + _CONTEXT + 1)), 1.0)
     out: list[str] = []
@@ -153,15 +153,6 @@ def excerpt(text: str, max_bytes: int) -> Excerpt:
         out.append(f"[… {len(lines) - 1 - previous} lines left out …]")
     kept_errors = sum(1 for i in errors if i in keep)
     return Excerpt("\n".join(out), len(keep), len(lines), size, kept_errors)
-
-
-def _looks_like_error(line: str, is_error_line) -> bool:
-    s = line.lstrip()
-    return (
-        s.startswith(("Traceback", 'File "'))
-        or ("rror" in line or "ail" in line or "错" in line)
-        and is_error_line(line)
-    )
 
 
 def kept_note(part: Excerpt, lang: str) -> str:

@@ -109,6 +109,10 @@ def test_a_pasted_log_gets_its_entry_as_a_match_with_its_commands(bundled_kb, lo
         ("训练进程被 kill 了，exitcode -9，日志里没有任何报错", "Signal 9 (SIGKILL)"),
         ("昇腾多机训练建链超时，报 EI0006 Getting socket times out", "EI0006"),
         ("ms-swift 两台机器怎么一起训练？", "ms-swift"),
+        # Mostly the field's English words, a few Chinese ones: still a Chinese question. The code
+        # typed with no space before it, and in the full-width letters of a Chinese input method.
+        ("torch_npu 多机 HCCL 报 EI0006 Getting socket times out", "EI0006"),
+        ("HCCL报错ＥＩ０００２，怎么办？", "EI0002"),
     ],
 )
 def test_a_chinese_question_finds_the_entry_in_chinese(bundled_kb, question, title):

@@ -22,6 +22,11 @@ from index.codes import code_name, conflicts, error_codes, nccl_results
         ("worker failed (exitcode: -9) local_rank: 0", {"exit_-9"}),
         ("NCCL version 2.18.1 on CUDA 12.1", set()),  # versions are not codes
         ("CUDA error: invalid device ordinal", set()),
+        # Chinese typed against the code, with no space: Python's `\b` saw no edge there.
+        ("HCCL报错EI0002，怎么办", {"ei0002"}),
+        ("训练报错NCCL error(2)了", {"nccl_error_2", "error_2"}),
+        ("初始化失败ret = 1343225860请帮忙", {"ret_1343225860"}),
+        ("进程退出exitcode: -9，内存不够？", {"exit_-9"}),
     ],
 )
 def test_codes_keep_their_name(line, codes):

@@ -1,5 +1,7 @@
 """The post reader on posts shaped like real ones (written here): what is kept, what is dropped."""
 
+import pytest
+
 from index.post import MAX_LINE_CHARS, MAX_LINES, read_post
 
 ISSUE_TEMPLATE_POST = """[Bug]: two-node training hangs at init_process_group
@@ -79,6 +81,20 @@ def test_chinese_words_around_an_english_error_decide_the_language():
     log = "训练卡住了，怎么办？\n" + "\n".join(["[rank3] NCCL WARN Connect failed: Connection refused"] * 64)
     post = read_post(log)
     assert post.lang == "zh" and post.errors.count("NCCL WARN Connect failed: Connection refused") == 1
+    # A few Chinese words among the field's English terms are still the person's language; so is
+    # a line typed above a log that reads as a label, and Chinese in a paste of nothing else.
+    for typed in (
+        "paddle 多机 Nccl error(2)",
+        "用 accelerate launch 多机时 NCCL timeout",
+        "多机训练报错 NCCL WARN NET/Socket : No usable listening interface found",
+        "报错如下：\nTraceback (most recent call last):\nRuntimeError: NCCL error in: x.cpp:1, unhandled system error",
+    ):
+        assert read_post(typed).lang == "zh", typed
+    # Chinese in a path is no Chinese sentence.
+    log = (
+        'Traceback (most recent call last):\n  File "/home/用户/train.py", line 3\nRuntimeError: NCCL timeout'
+    )
+    assert read_post(log).lang == "en"
 
 
 def test_a_chinese_sentence_around_a_setting_is_the_persons_words():
@@ -205,6 +221,40 @@ def test_a_huge_paste_is_read_within_its_bounds():
     post = read_post(many)
     assert post.lines_read <= MAX_LINES < post.lines_total and post.trimmed
     assert post.errors[0].startswith("OSError: (External) NCCL error(2)")  # the tail is always read
+
+
+WATCHDOG = (
+    "[E ProcessGroupNCCL.cpp:828] [Rank 3] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=12, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800520 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (WATCHDOG, "Watchdog caught collective operation timeout"),
+        ("[rank0] 训练失败：数据加载进程退出", "训练失败"),
+    ],
+)
+def test_a_long_logs_error_in_its_middle_is_read_whatever_its_words(error, said):
+    # Progress lines, then the error, then a thousand healthy teardown lines: the head and the tail
+    # alone miss it. A line had to say "rror" to be kept from the middle of a long log.
+    steps = [f"{{'loss': 1.{i % 1000:03d}, 'epoch': 0.{i}}}" for i in range(4000)]
+    teardown = [f"node1:{1000 + i % 8}:{2000 + i} [{i % 8}] NCCL INFO comm 0x5581 rank {i % 8} - Abort COMPLETE"
+                for i in range(1000)]  # fmt: skip
+    post = read_post("\n".join([*steps, error, *teardown]))
+    assert post.trimmed and said in " ".join((*post.errors[:1], *post.prose))  # read, as an error or as words
+    # A paste over the query limit is cut to its head, its tail and its error regions the same way.
+    from kb.query import excerpt
+
+    part = excerpt("\n".join([*steps, error, *teardown]), 100_000)
+    assert part.error_lines == 1 and error in part.text.split("\n")
+
+
+def test_full_width_letters_and_digits_are_read_as_ascii():
+    # As a Chinese input method types them; the punctuation stays Chinese.
+    post = read_post("HCCL报错ＥＩ０００２，怎么办？")
+    assert post.codes == {"ei0002"} and post.lang == "zh" and "EI0002，怎么办？" in post.question
 
 
 def test_a_short_question_is_the_question():

@@ -73,6 +73,26 @@ def _list_items(tokens: list, i: int) -> tuple[tuple[tuple[int, int], ...], int]
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 
 
+# YAML front matter (Jekyll, Hugo, MkDocs, Docusaurus pages start with it): `key: value` lines, list
+# items and indented lines between two `---` lines. To markdown-it it is a rule and a setext
+# heading, so a page of front matter alone became an entry titled `title: ... tags: [a, b]`.
+_YAML_LINE = re.compile(r"^(\s+\S|[\w.-]+\s*:(\s|$)|-\s|#)")
+_FRONT_MATTER_MAX_LINES = 200
+
+
+def front_matter_stop(lines: list[str]) -> int:
+    """The line after the front matter at the top of a page, 0 when there is none."""
+    if not lines or lines[0].strip() != "---":
+        return 0
+    for i in range(1, min(len(lines), _FRONT_MATTER_MAX_LINES)):
+        s = lines[i].strip()
+        if s in ("---", "..."):
+            return i + 1 if i > 1 else 0
+        if s and not _YAML_LINE.match(lines[i]):
+            return 0
+    return 0
+
+
 def is_comment(b: Block) -> bool:
     """An HTML comment block: a note to the document's editors (a translation stamp, a TODO)."""
     return (

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ingest.blocks import Block, has_content, is_comment, is_trivial, read_blocks
+from ingest.blocks import Block, front_matter_stop, has_content, is_comment, is_trivial, read_blocks
 from ingest.code import close_open_fence
 from ingest.entry import Section
 from ingest.titles import (
@@ -94,6 +94,10 @@ def parse_markdown(text: str) -> list[Section]:
 
 def _parse(text: str) -> list[Section]:
     lines = _split_lines(text)
+    front = front_matter_stop(lines)
+    if front:  # blanked, so that line numbers still point into the file
+        lines[:front] = [""] * front
+        text = "\n".join(lines)
     if not any(line.strip() for line in lines):
         return []
     blocks = read_blocks(text)

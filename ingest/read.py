@@ -158,7 +158,7 @@ def _walk(root: Path, problems: list[Problem], tree: str | None) -> list[tuple[P
         folder, real, rel = stack.pop()
         if real in visited:
             problems.append(
-                Problem(doc_label(rel or ".")[0], "skipped: folder link loops back to a folder already read")
+                Problem(doc_label(rel or ".")[0], "a folder link that loops back to a folder already read")
             )
             continue
         visited.add(real)

@@ -296,6 +296,16 @@ def test_html_comments_are_left_out_of_bodies_and_lines_still_count() -> None:
     assert "<!-- keep -->" in entry.body
 
 
+def test_front_matter_is_no_entry_and_lines_still_count() -> None:
+    # Jekyll, Hugo and MkDocs pages start with YAML between two `---` lines: to markdown-it a
+    # rule and a setext heading, so a page of front matter alone was one entry titled by it.
+    page = "---\ntitle: Ports\ntags:\n  - paddle\n  - nccl\n---\n\n## Q: Which ports does a Paddle job use?\n\nA: 6170 up.\n"
+    assert spans(parse_markdown(page)) == [("Which ports does a Paddle job use?", 8, 10)]
+    assert parse_markdown("---\ntitle: only front matter\ntags: [a, b]\n---\n") == []
+    # Prose between two rules is no front matter: it stays the page.
+    assert "NCCL hangs" in parse_markdown("---\nNCCL hangs at init, set NCCL_SOCKET_IFNAME.\n---\n")[0].title
+
+
 def test_crlf_and_setext_headings() -> None:
     text = "Title\r\n=====\r\n\r\nintro\r\n\r\n### Q: x?\r\n\r\ny\r\n## Setup\r\n\r\nrun it\r\n"
     assert spans(parse_markdown(text)) == [("x?", 6, 8), ("Setup", 9, 11)]

@@ -43,8 +43,10 @@ def _why_rebuilt(built: bool, old: str, new: str) -> str:
     and saying the documents did sent people looking for an edit they never made."""
     if not built:
         return "(first run only)"
+    if not old:  # the index is written before its stamp: a build stopped in between (Ctrl-C, `| head`)
+        return "again (its last build did not finish)"
     same_docs = old.partition("-")[2] == new.partition("-")[2]
-    if old and ("-" not in old or same_docs):  # no "-": stamped before the stamp had two parts
+    if "-" not in old or same_docs:  # no "-": stamped before the stamp had two parts
         return "again (this version of kb reads documents differently)"
     return "again (its documents changed)"
 

@@ -264,6 +264,15 @@ def test_wrong_input_exits_nonzero_with_one_line(args, stdin, message, tmp_path)
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+@pytest.mark.parametrize("command", ["search", "ask", "ingest"])
+def test_an_unknown_option_is_said_with_the_commands_own_usage(command, tmp_path):
+    p = run_kb(command, "--bogus", "x", env={"KB_HOME": str(tmp_path)})
+    assert p.returncode == 2 and p.stderr.startswith(f"usage: kb {command} [-h]"), p.stderr
+    assert p.stderr.rstrip().endswith(f"kb {command}: error: unrecognized arguments: --bogus")
+    helped = " ".join(run_kb(command, "--help").stdout.split())  # argparse wraps its lines
+    assert f"cat log | kb {command}`" in helped or command == "ingest"
+
+
 def test_bundled_kb_answers_on_a_fresh_home(tmp_path):
     p = run_kb("ask", "--json", "NCCL error(2) unhandled system error", env={"KB_HOME": str(tmp_path)})
     assert p.returncode == 0, p.stderr

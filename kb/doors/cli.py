@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from .terminal import MAX_K, PrintableStream, k_value, print_json_error, read_query
@@ -168,7 +169,7 @@ def cmd_stats(args, settings) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     p = _Parser(
         prog="kb",
         description="Bilingual (zh/en) troubleshooting knowledge base: paste an error, get the FAQ entry, "
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.commands = sub.choices  # a command's own usage for its unknown options (main)
     _add_core_commands(sub)
     _add_eval_command(sub)
     _add_server_commands(sub)
@@ -213,7 +215,7 @@ def _add_core_commands(sub) -> None:
         sp.add_argument(
             "text",
             nargs="?",
-            help="the error, log or question; '-' or a pipe (`cat log | kb ask`) reads stdin",
+            help=f"the error, log or question; '-' or a pipe (`cat log | kb {name}`) reads stdin",
         )
         sp.add_argument(
             "--batch",
@@ -222,7 +224,8 @@ def _add_core_commands(sub) -> None:
         )
         add_index(sp)
         sp.add_argument("--json", action="store_true", help="print one JSON object")
-        sp.add_argument("--lang", choices=("zh", "en"), help="answer language (default: the query's)")
+        shown = "answer language" if name == "ask" else "the language entries are shown in"
+        sp.add_argument("--lang", choices=("zh", "en"), help=f"{shown} (default: the query's)")
         if name == "search":
             sp.add_argument("-k", "--k", type=k_value, help=f"number of hits, 1-{MAX_K} (default: top_k, 5)")
         sp.set_defaults(func=func)
@@ -348,12 +351,16 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
     _argv: list[str] | None = None
+    commands: Mapping[str, argparse.ArgumentParser] = {}  # kb's own parser: each command's, by name
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     _Parser._argv = argv
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said with the command's usage (`kb search [-h] [--batch FILE] ...`), not kb's
+        where = parser.commands.get(getattr(args, "command", None) or "", parser)
+        where.error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE

@@ -146,10 +146,21 @@ DANGER_IN_TEXT = re.compile(
 _PLACEHOLDER = re.compile(r"(?<![<\w])<[A-Za-z][\w .:/-]{0,40}?[\w.]>(?!>)")
 
 
+# A value a Chinese FAQ describes where it goes (`pip install paddlepaddle==需要安装的版本号（如 2.0）`,
+# `ulimit -u 最大进程数`): to be replaced as much as `<image>` is. Quoted text and `# 注释` comments are
+# the command's own words, so they are blanked first. Of the corpus's commands, 7 hold Chinese: these
+# 3 and 4 comments.
+_CJK_FILL_IN = re.compile(r"[\u3400-\u9fff][^\s'\"（(]*(?:[（(][^）)]{0,40}[）)])?")
+_QUOTED_OR_COMMENT = re.compile(r"'[^']*'|\"[^\"]*\"|(?:^|\s)#.*$", re.M)
+
+
 def placeholders(command: str) -> list[str]:
     """The placeholders in a command, in order (`docker run ... <image> /bin/bash` -> [<image>]).
     Run as written, the shell reads `<image> /bin/bash` as "from the file image, into /bin/bash"."""
-    return list(dict.fromkeys(m.group(0) for m in _PLACEHOLDER.finditer(command[:20_000])))
+    command = command[:20_000]
+    found = [m.group(0) for m in _PLACEHOLDER.finditer(command)]
+    found += [m.group(0) for m in _CJK_FILL_IN.finditer(_QUOTED_OR_COMMENT.sub(" ", command))]
+    return list(dict.fromkeys(found))
 
 
 def is_destructive(command: str) -> bool:

@@ -36,6 +36,11 @@ FILL_IN = {
     "en": "Replace {names} before running: as written, the shell reads < and > as redirections.",
     "zh": "运行前请替换 {names}：原样运行时，shell 会把 < 和 > 当作重定向。",
 }
+# A value the FAQ describes in words (`==需要安装的版本号（如 2.0）`): no redirection, but not runnable.
+FILL_IN_WORDS = {
+    "en": "Replace {names} with your value before running.",
+    "zh": "运行前请把 {names} 换成实际的值。",
+}
 
 
 def command_caution(command: str, lang: str) -> str:
@@ -48,8 +53,10 @@ def block_caution(lines: Sequence[str], lang: str) -> str:
     caution, placeholders anywhere the note on filling them in; "" when neither."""
     names = list(dict.fromkeys(n for line in lines for n in placeholders(line)))
     parts = [CAUTION[lang]] if any(map(is_destructive, lines)) else []
-    if names:
-        parts.append(FILL_IN[lang].format(names=" ".join(names)))
+    for template, these in ((FILL_IN, [n for n in names if n.startswith("<")]),
+                            (FILL_IN_WORDS, [n for n in names if not n.startswith("<")])):  # fmt: skip
+        if these:
+            parts.append(template[lang].format(names=" ".join(these)))
     return " ".join(parts)
 
 

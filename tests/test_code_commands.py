@@ -360,6 +360,11 @@ def test_a_loop_that_is_never_closed_gives_the_commands_inside_it():
         ("cat <<EOF > hostfile", []),
         ("python train.py 2>&1 | tee log < /dev/null", []),
         ('echo "<b>"', []),
+        # A value described in words where it goes, as Chinese FAQs write it; not comments, not quotes.
+        ("pip install paddlepaddle-gpu==需要安装的版本号（如 2.0）", ["需要安装的版本号（如 2.0）"]),
+        ("ulimit -u 最大进程数", ["最大进程数"]),
+        ("export ASCEND_SLOG_PRINT_TO_STDOUT=1    # 配置开启日志打屏", []),
+        ('echo "训练开始" && python train.py', []),
     ],
 )
 def test_placeholders_are_what_the_reader_fills_in_and_not_redirections(command, found):

@@ -88,6 +88,9 @@ def test_a_command_with_a_placeholder_says_what_to_fill_in_in_every_door_and_eve
         "slack": slack_text(answer),
     }.items():
         assert "Replace <image> before running" in text.replace("&lt;", "<").replace("&gt;", ">"), door
+    from kb.present import FILL_IN_WORDS, block_caution
+
+    assert block_caution(["ulimit -u 最大进程数"], "zh") == FILL_IN_WORDS["zh"].format(names="最大进程数")
     # The commands an answer shows in its own code blocks are not listed again: the blocks carry
     # the label themselves (the bundled answer to NCCL error(2) showed `<image>` unlabelled).
     in_text = Answer(

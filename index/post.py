@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 from ingest.code import FENCE_OPEN, is_command_line
 from ingest.lang import asker_lang, cjk_count
-from ingest.signals import is_error_line, looks_like_error
+from ingest.signals import error_lines_in, is_error_line
 
 from .codes import error_codes
-from .text import FULL_WIDTH_ALNUM, LOG_HINT, clean_line
+from .text import LOG_HINT, ascii_alnum, clean_line
 from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
@@ -145,16 +145,18 @@ def _select_lines(lines: list[str]) -> list[str]:
     head, tail = MAX_LINES // 4, MAX_LINES // 4
     keep = set(range(head)) | set(range(len(lines) - tail, len(lines)))
     budget = MAX_LINES - len(keep)
-    for i in range(head, len(lines) - tail):
+    for i in error_lines_in(lines, range(head, len(lines) - tail), _exception_or_traceback):
         if budget <= 0:
             break
-        line = lines[i][:MAX_LINE_CHARS]
-        if _EXCEPTION.match(line) or _TRACEBACK.search(line) or looks_like_error(line):
-            for j in range(max(head, i - 2), min(len(lines) - tail, i + 3)):
-                if j not in keep and budget > 0:
-                    keep.add(j)
-                    budget -= 1
+        for j in range(max(head, i - 2), min(len(lines) - tail, i + 3)):
+            if j not in keep and budget > 0:
+                keep.add(j)
+                budget -= 1
     return [lines[i] for i in sorted(keep)]
+
+
+def _exception_or_traceback(line: str) -> bool:
+    return bool(_EXCEPTION.match(line) or _TRACEBACK.search(line))
 
 
 def _is_env_line(line: str) -> bool:
@@ -287,7 +289,7 @@ class _Lines:
 
 
 def read_post(text: str) -> Post:
-    text = text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n").translate(FULL_WIDTH_ALNUM)
+    text = ascii_alnum(text.replace("\x00", " ").replace("\r\n", "\n").replace("\r", "\n"))
     all_lines = text.split("\n")
     lines = _select_lines(all_lines)
     first_i = next((i for i, x in enumerate(lines) if x.strip()), None)

@@ -76,11 +76,18 @@ def tokenize(text: str) -> list[str]:
 # BM25 and the embedder know only the ASCII ones (`HCCL报错ＥＩ０００２` was a vague question, with
 # `EI0002` a match). Full-width punctuation is left as it is: it is how Chinese is written, and the
 # tokenizers take it so. Neither the real posts nor the shared corpus type a full-width letter.
-FULL_WIDTH_ALNUM = {
+_FULL_WIDTH_ALNUM = {
     c: c - 0xFEE0
     for lo, hi in (("０", "９"), ("Ａ", "Ｚ"), ("ａ", "ｚ"))
     for c in range(ord(lo), ord(hi) + 1)
 }
+_FULL_WIDTH = re.compile("[０-９Ａ-Ｚａ-ｚ]")
+
+
+def ascii_alnum(text: str) -> str:
+    """`text` with full-width letters and digits as ASCII. Looked for first: translating 2 MB
+    with a table takes 60 ms, finding none of them 4 ms."""
+    return text.translate(_FULL_WIDTH_ALNUM) if _FULL_WIDTH.search(text) else text
 
 
 # ---- logs ---------------------------------------------------------------------------------

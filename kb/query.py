@@ -114,7 +114,7 @@ def excerpt(text: str, max_bytes: int) -> Excerpt:
     """At most `max_bytes` of `text`: the first lines (the command and the set-up), the last lines
     (where a crash ends), and the regions around error lines and tracebacks in between, in their
     order, with a marker where lines were left out. A paste within the limit comes back whole."""
-    from ingest.signals import looks_like_error
+    from ingest.signals import error_lines_in
 
     size = len(text.encode("utf-8", errors="replace"))
     lines = text.replace("\r\n", "\n").split("\n")
@@ -139,8 +139,9 @@ def excerpt(text: str, max_bytes: int) -> Excerpt:
 
     take(range(min(200, len(lines))), 0.1)
     take(range(len(lines) - 1, -1, -1), 0.4)  # the tail, read backwards
-    errors = [i for i, ln in enumerate(lines) if i not in keep and looks_like_error(ln)]
-    for i in reversed(errors):  # the last errors first: the crash is usually near the end
+    # The last errors first: the crash is usually near the end.
+    errors = list(error_lines_in(lines, (i for i in range(len(lines) - 1, -1, -1) if i not in keep)))
+    for i in errors:
         take(range(max(0, i - _CONTEXT), min(len(lines), i + _CONTEXT + 1)), 1.0)
     out: list[str] = []
     previous = -1

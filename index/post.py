@@ -33,14 +33,16 @@ from dataclasses import dataclass
 
 from ingest.code import FENCE_OPEN, is_command_line
 from ingest.lang import asker_lang, cjk_count
-from ingest.signals import error_lines_in, is_error_line
+from ingest.signals import CHECKED_CHARS, error_lines_in, is_error_line
 
 from .codes import error_codes
 from .text import LOG_HINT, ascii_alnum, clean_line
 from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
-MAX_LINE_CHARS = 600  # a line is cut here before it is classified (a 2 MB line costs the same as 600 chars)
+MAX_LINE_CHARS = (
+    CHECKED_CHARS  # a line is cut here before it is classified (a 2 MB line costs the same as 600 chars)
+)
 MAX_ERRORS = 8
 MAX_PROSE_CHARS = 1500
 

@@ -42,6 +42,7 @@ from .features import (
     post_views,
 )
 from .gate import gate_row, unshared_and_far
+from .lead_ins import sections_first
 from .post import Post, read_post
 from .precedents import Precedents, precedent_text
 from .ranker import GATE_FEATURES, SMALL_INDEX, RankModel, load_model, query_shape, smallness
@@ -331,7 +332,8 @@ class Searcher:
             if j is not None and entries[i].lang != c.lang and entries[j].lang == c.lang:
                 shown, other = j, i
             faqs.append((shown, other, float(s[k])))
-        return faqs, gate_row(c.post, faqs, c.x, c.names, pos, self.facts, self.vocab, c.gap)
+        row = gate_row(c.post, faqs, c.x, c.names, pos, self.facts, self.vocab, c.gap)
+        return sections_first(faqs, entries), row
 
     def search(self, query: str, k: int = 5, lang: str | None = None) -> SearchResult:
         c = self.candidates(query, lang)

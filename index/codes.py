@@ -158,3 +158,39 @@ def names_other_nccl_result(query: str, title: str, body: str) -> bool:
         return False
     covered = entry_nccl_results(title, body)
     return bool(covered) and not (asked & covered)
+
+
+# A shared library a line says could not be loaded: `ImportError: libcudart.so.11.0: cannot open
+# shared object file`, `error while loading shared libraries: libopen-rte.so.40`, `Failed to open
+# libibverbs.so[.1]`. The name without its version.
+_LIBRARY = re.compile(r"\b(lib[\w+-]+?)\.so\b", re.A)
+_NOT_LOADED = re.compile(
+    r"cannot open shared object|loading shared librar|failed to (?:open|load)|dlopen|dlerror|"
+    r"undefined symbol|no such file|not found|找不到|无法加载|加载.{0,6}失败",
+    re.I,
+)
+
+
+def libraries_not_loaded(text: str) -> frozenset[str]:
+    """The shared libraries a text's lines say could not be loaded, in lower case."""
+    found: set[str] = set()
+    for line in text[:MAX_CHARS].split("\n"):
+        if ".so" in line and _NOT_LOADED.search(line):
+            found.update(name.lower() for name in _LIBRARY.findall(line))
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=512)
+def entry_libraries(title: str, body: str) -> frozenset[str]:
+    return libraries_not_loaded(title + "\n" + body)
+
+
+def names_other_library(query: str, title: str, body: str) -> bool:
+    """The post says one library could not be loaded and the entry is about others (`libcudart`
+    against a `libhccl.so: cannot open shared object file` entry, whose other words the line
+    reproduces): the closest entry at best, never a match with its `source set_env.sh`."""
+    asked = libraries_not_loaded(query)
+    if not asked:
+        return False
+    covered = entry_libraries(title, body)
+    return bool(covered) and not (asked & covered)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from index.codes import code_name, conflicts, error_codes, nccl_results
+from index.codes import code_name, conflicts, error_codes, libraries_not_loaded, nccl_results
 
 
 @pytest.mark.parametrize(
@@ -70,3 +70,32 @@ def test_an_entry_about_another_nccl_result_is_never_a_match(bundled_kb):
     assert bundled_kb.ask(cuda).commands == ()
     same = bundled_kb.search(cuda.replace("unhandled cuda error", "unhandled system error"))
     assert same.strength == "match"
+
+
+@pytest.mark.parametrize(
+    "text,libraries",
+    [
+        (
+            "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+            {"libcudart"},
+        ),
+        ("mpirun: error while loading shared libraries: libopen-rte.so.40", {"libopen-rte"}),
+        ("misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", {"libibverbs"}),
+        ("OSError: 找不到 libhccl.so，请先 source set_env.sh", {"libhccl"}),
+        ("  5 0x00000000000489b1 ???()  /usr/lib/x86_64-linux-gnu/libnccl.so.2:0", set()),  # a frame
+        ("NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation", set()),
+    ],
+)
+def test_a_library_that_could_not_be_loaded_is_read_by_name(text, libraries):
+    assert libraries_not_loaded(text) == libraries
+
+
+@pytest.mark.slow
+def test_an_entry_about_another_library_is_never_a_match(bundled_kb):
+    # The bundled torch_npu entry is about `libhccl.so: cannot open shared object file`; a CUDA
+    # runtime that cannot be loaded reproduces every other word of its line.
+    cuda = "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+    result = bundled_kb.search(cuda)
+    assert result.strength == "weak" and "libhccl" in result.hits[0].entry.title
+    assert bundled_kb.ask(cuda).commands == ()
+    assert bundled_kb.search(cuda.replace("libcudart.so.11.0", "libhccl.so")).strength == "match"

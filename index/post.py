@@ -36,7 +36,7 @@ from ingest.lang import asker_lang, cjk_count
 from ingest.signals import CHECKED_CHARS, error_lines_in, is_error_line
 
 from .codes import error_codes
-from .text import LOG_HINT, ascii_alnum, clean_line
+from .text import LOG_HINT, ascii_alnum, clean_line, spelled_out
 from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
@@ -328,8 +328,8 @@ def _post(parts: _Lines, text: str, lines: list[str], lines_total: int) -> Post:
     codes = error_codes("\n".join([title, *error_lines, *parts.exceptions, *prose, *parts.boilerplate]))
     return Post(
         lang=lang,
-        title=title,
-        prose=tuple(_cap(prose)),
+        title=spelled_out(title),
+        prose=tuple(spelled_out(p) for p in _cap(prose)),
         errors=error_lines,
         exceptions=tuple(dict.fromkeys(reversed(parts.exceptions)))[:4],  # the last exception first
         codes=codes,

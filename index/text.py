@@ -92,6 +92,28 @@ def ascii_alnum(text: str) -> str:
 
 # ---- logs ---------------------------------------------------------------------------------
 
+# What people write for what the logs print (`OOM` for `out of memory`, `segfault` for
+# `Segmentation fault`), spelled out beside it in the person's own words, so that the embedder and
+# BM25 meet the error's words: `deepspeed zero3 OOM` found a DeepSpeed option entry before the
+# `CUDA out of memory` one, and `训练时 OOM 了怎么办` an NCCL hang. Only shorthand with one meaning
+# in the field; a table of the field's terms across the languages (stop 44, index/features.py)
+# cost more than it found. No real post writes either; two of our cross-lingual questions say
+# `"Out of Memory" (OOM)`, which is left as it is.
+_SHORTHAND = (
+    (re.compile(r"\bOOM\b", re.I), "out of memory"),
+    (re.compile(r"\bseg ?faults?\b", re.I), "Segmentation fault"),
+)
+
+
+def spelled_out(text: str) -> str:
+    """`text` with each piece of shorthand followed by what it stands for, in brackets, unless
+    the text says that already (`"Out of Memory" (OOM)`)."""
+    for shorthand, meaning in _SHORTHAND:
+        if meaning.lower() not in text.lower():
+            text = shorthand.sub(rf"\g<0> ({meaning})", text)
+    return text
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _TIMESTAMP = re.compile(
     r"\b\d{4}[-/]\d{2}[-/]\d{2}[ T_-]?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"

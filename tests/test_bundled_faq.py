@@ -144,3 +144,21 @@ def test_the_cause_nccl_states_after_last_error_decides_the_entry(bundled_kb):
     result = bundled_kb.search(SHM_LOG)
     top = (result.hits or result.suggestions)[0]
     assert "/dev/shm" in top.entry.body, top.entry.title
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        ("deepspeed zero3 OOM", "CUDA out of memory"),
+        ("训练时 OOM 了怎么办", "显存不足"),
+        ("微调 OOM", "CUDA out of memory"),
+    ],
+)
+def test_oom_is_read_as_out_of_memory(bundled_kb, question, title):
+    # People write OOM, the logs and the FAQ say `out of memory` (and 显存不足): these went to a
+    # DeepSpeed option entry, an NCCL hang and a timeout setting.
+    result = bundled_kb.search(question)
+    top = (result.hits or result.suggestions)[0]
+    shown = top.translation if top.entry.lang != result.lang and top.translation else top.entry
+    assert title in shown.title, shown.title

@@ -1,4 +1,4 @@
-from index.text import clean_line, tokenize
+from index.text import clean_line, spelled_out, tokenize
 
 
 def test_identifiers_kept_whole_and_split():
@@ -45,3 +45,11 @@ def test_clean_line_keeps_system_paths_whole_and_user_paths_as_their_file_name()
     assert (
         clean_line("File /home/me/envs/py310/lib/site-packages/torch/run.py failed") == "File run.py failed"
     )
+
+
+def test_shorthand_is_spelled_out_beside_itself():
+    assert spelled_out("训练报 OOM 怎么办") == "训练报 OOM (out of memory) 怎么办"
+    assert spelled_out("zero3 oom again") == "zero3 oom (out of memory) again"
+    assert spelled_out("Out of Memory (`OOM`) again") == "Out of Memory (`OOM`) again"  # said already
+    assert spelled_out("a segfault in nccl") == "a segfault (Segmentation fault) in nccl"
+    assert spelled_out("zoom in, room, boom") == "zoom in, room, boom"

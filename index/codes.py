@@ -143,23 +143,6 @@ def nccl_results(text: str) -> frozenset[int]:
     return frozenset(found)
 
 
-@functools.lru_cache(maxsize=512)
-def entry_nccl_results(title: str, body: str) -> frozenset[int]:
-    return nccl_results(title + "\n" + body)
-
-
-def names_other_nccl_result(query: str, title: str, body: str) -> bool:
-    """The post names NCCL results and the entry only others (`unhandled cuda error` against an
-    `unhandled system error` entry): the closest entry at best, never a match with its commands.
-    On the real posts this changed no answer's strength (the two such top answers were already
-    the closest entry); the bundled index matched the cuda error with 0.97."""
-    asked = nccl_results(query)
-    if not asked:
-        return False
-    covered = entry_nccl_results(title, body)
-    return bool(covered) and not (asked & covered)
-
-
 # A shared library a line says could not be loaded: `ImportError: libcudart.so.11.0: cannot open
 # shared object file`, `error while loading shared libraries: libopen-rte.so.40`, `Failed to open
 # libibverbs.so[.1]`. The name without its version.
@@ -180,17 +163,30 @@ def libraries_not_loaded(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# What a post names that an entry must name too to be shown as its match: the NCCL results and
+# the libraries that could not be loaded.
+_MUST_SHARE = (nccl_results, libraries_not_loaded)
+
+
 @functools.lru_cache(maxsize=512)
-def entry_libraries(title: str, body: str) -> frozenset[str]:
-    return libraries_not_loaded(title + "\n" + body)
+def _entry_names(title: str, body: str) -> tuple[frozenset, ...]:
+    text = title + "\n" + body
+    return tuple(read(text) for read in _MUST_SHARE)
 
 
-def names_other_library(query: str, title: str, body: str) -> bool:
-    """The post says one library could not be loaded and the entry is about others (`libcudart`
-    against a `libhccl.so: cannot open shared object file` entry, whose other words the line
-    reproduces): the closest entry at best, never a match with its `source set_env.sh`."""
-    asked = libraries_not_loaded(query)
-    if not asked:
-        return False
-    covered = entry_libraries(title, body)
-    return bool(covered) and not (asked & covered)
+def names_something_else(query: str, title: str, body: str) -> bool:
+    """The post names NCCL results, or libraries that could not be loaded, and the entry only
+    others: the closest entry at best, never a match with its commands.
+    - `unhandled cuda error` against an `unhandled system error` entry: on the real posts this
+      changed no answer's strength (the two such top answers were already the closest entry);
+      the bundled index matched the cuda error with 0.97.
+    - `libcudart.so.11.0: cannot open shared object file` against the torch_npu `libhccl.so`
+      entry, whose other words the line reproduces: a match at 0.99 with `source set_env.sh`.
+    The entry's side is read first (once per entry): most entries name neither, and then the
+    post, however long, is not read."""
+    for read, covered in zip(_MUST_SHARE, _entry_names(title, body), strict=True):
+        if covered:
+            asked = read(query)
+            if asked and not (asked & covered):
+                return True
+    return False

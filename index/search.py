@@ -29,7 +29,7 @@ import numpy as np
 from ingest.entry import Entry
 from ingest.lang import cjk_count
 
-from .codes import names_other_library, names_other_nccl_result
+from .codes import names_something_else
 from .evidence import Vocabulary, informative, names_nothing, own_words
 from .features import (
     FEATURES,
@@ -363,11 +363,7 @@ class Searcher:
         if answered < model.threshold(shape) or unshared_and_far(gate_row, shape, model.unshared_dense):
             return SearchResult(query, c.lang, [], hits, sigs, conf, c.post, answered=answered)
         top = hits[0].entry
-        weak = (
-            conf < model.confident
-            or names_other_nccl_result(query, top.title, top.body)
-            or names_other_library(query, top.title, top.body)
-        )
+        weak = conf < model.confident or names_something_else(query, top.title, top.body)
         return SearchResult(query, c.lang, hits, [], sigs, conf, c.post, weak, answered=answered)
 
     def _has_content(self, c: Candidates) -> bool:

@@ -40,9 +40,8 @@ from .text import LOG_HINT, ascii_alnum, clean_line, spelled_out
 from .topics import product_counts
 
 MAX_LINES = 3000  # lines read from a paste: the head, the tail and error regions in between
-MAX_LINE_CHARS = (
-    CHECKED_CHARS  # a line is cut here before it is classified (a 2 MB line costs the same as 600 chars)
-)
+# A line is cut here before it is classified (a 2 MB line costs the same as 600 chars).
+MAX_LINE_CHARS = CHECKED_CHARS
 MAX_ERRORS = 8
 MAX_PROSE_CHARS = 1500
 

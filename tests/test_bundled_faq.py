@@ -153,6 +153,10 @@ def test_the_cause_nccl_states_after_last_error_decides_the_entry(bundled_kb):
         ("deepspeed zero3 OOM", "CUDA out of memory"),
         ("训练时 OOM 了怎么办", "显存不足"),
         ("微调 OOM", "CUDA out of memory"),
+        # Beside Chinese characters and inflected, it was not read at all: turned away.
+        ("微调OOM怎么办", "显存不足"),
+        ("swift sft OOMs with a 7B model", "CUDA out of memory"),
+        ("finetune keeps OOMing", "out of memory"),
     ],
 )
 def test_oom_is_read_as_out_of_memory(bundled_kb, question, title):
@@ -162,3 +166,20 @@ def test_oom_is_read_as_out_of_memory(bundled_kb, question, title):
     top = (result.hits or result.suggestions)[0]
     shown = top.translation if top.entry.lang != result.lang and top.translation else top.entry
     assert title in shown.title, shown.title
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        ("shm leftovers after a crash", "leftover shared memory"),
+        ("EADDRINUSE on 29500", "Address already in use"),
+        ("nccl is using the wrong nic", "wrong network card"),  # the embedder reads case
+    ],
+)
+def test_shorthand_finds_the_entry_of_the_full_term(bundled_kb, question, title):
+    # Written out (shared memory, Address already in use, NIC) these found their entries; as
+    # people type them they were turned away.
+    result = bundled_kb.search(question)
+    assert not result.no_match, [h.entry.title for h in result.suggestions]
+    assert title in result.hits[0].entry.title

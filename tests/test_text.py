@@ -53,3 +53,17 @@ def test_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("Out of Memory (`OOM`) again") == "Out of Memory (`OOM`) again"  # said already
     assert spelled_out("a segfault in nccl") == "a segfault (Segmentation fault) in nccl"
     assert spelled_out("zoom in, room, boom") == "zoom in, room, boom"
+    # Beside Chinese characters (which Python counts as word characters) and inflected.
+    assert spelled_out("微调OOM了") == "微调OOM (out of memory)了"
+    assert spelled_out("it OOMs, then OOMed") == "it OOMs (out of memory), then OOMed (out of memory)"
+    assert spelled_out("segfaulted at init") == "segfaulted (Segmentation fault) at init"
+    assert spelled_out("又爆显存了") == "又爆显存 (显存不足, out of memory)了"
+    assert spelled_out("显存不足，显存炸了") == "显存不足，显存炸了"  # said already
+    assert spelled_out("shm残留") == "shm (shared memory, 共享内存)残留"
+    # A path or an option names the thing exactly; it is left alone.
+    assert spelled_out("/dev/shm full, docker --shm-size 8g") == "/dev/shm full, docker --shm-size 8g"
+    assert spelled_out("EADDRINUSE on 29500") == "EADDRINUSE (Address already in use) on 29500"
+    assert spelled_out("conn refused") == "conn refused (Connection refused)"
+    assert spelled_out("perm denied") == "perm denied (Permission denied, PermissionError)"
+    assert spelled_out("xsegfault, zoomed, OOMx") == "xsegfault, zoomed, OOMx"
+    assert spelled_out("loss变nan了, wrong nic, nanny") == "loss变NaN了, wrong NIC, nanny"

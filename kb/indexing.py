@@ -28,8 +28,11 @@ def is_bundled(kb) -> bool:
 
 def _fingerprint(folder: Path) -> str:
     """The code that reads documents and the bundled documents, as "code-docs": a change to
-    either rebuilds the index, and the note says which."""
-    code, docs = hashlib.sha1(), hashlib.sha1()
+    either rebuilds the index, and the note says which. The index format counts as code: an
+    index of an older format is refused (index/store.py), so a new one is built in its place."""
+    from index.store import FORMAT_VERSION
+
+    code, docs = hashlib.sha1(f"format {FORMAT_VERSION}".encode()), hashlib.sha1()
     for p in sorted(Path(__file__).resolve().parents[1].joinpath("ingest").glob("*.py")):
         code.update(p.read_bytes())
     for p in sorted(folder.rglob("*.md")):

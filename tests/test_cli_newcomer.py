@@ -264,3 +264,19 @@ def test_cli_11_readme_notes_the_cpu_wheel_index_and_keeps_the_ci_command():
     ci_command = 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q'
     assert ci_command in readme and ci_command in (ROOT / ".ci" / "run").read_text()
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in readme
+
+
+def test_a_new_index_format_rebuilds_the_bundled_index(monkeypatch):
+    # An index of an older format is refused; the bundled one is kb's own, so after an upgrade
+    # that changes the format it is built again instead (it said "rebuild it with kb ingest").
+    import index.store
+    from kb import indexing
+
+    docs = indexing.bundled_docs()
+    before = indexing._fingerprint(docs)
+    monkeypatch.setattr(index.store, "FORMAT_VERSION", index.store.FORMAT_VERSION + 1)
+    after = indexing._fingerprint(docs)
+    assert before.split("-")[0] != after.split("-")[0] and before.split("-")[1] == after.split("-")[1]
+    assert (
+        indexing._why_rebuilt(True, before, after) == "again (this version of kb reads documents differently)"
+    )

@@ -175,11 +175,12 @@ def test_oom_is_read_as_out_of_memory(bundled_kb, question, title):
         ("shm leftovers after a crash", "leftover shared memory"),
         ("EADDRINUSE on 29500", "Address already in use"),
         ("nccl is using the wrong nic", "wrong network card"),  # the embedder reads case
+        ("训练进程被杀了，没有报错", "SIGKILL"),
     ],
 )
 def test_shorthand_finds_the_entry_of_the_full_term(bundled_kb, question, title):
-    # Written out (shared memory, Address already in use, NIC) these found their entries; as
-    # people type them they were turned away.
+    # Written out (shared memory, Address already in use, NIC, 杀掉) these found their entries;
+    # as people type them they were turned away.
     result = bundled_kb.search(question)
     assert not result.no_match, [h.entry.title for h in result.suggestions]
     assert title in result.hits[0].entry.title

@@ -67,3 +67,6 @@ def test_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("perm denied") == "perm denied (Permission denied, PermissionError)"
     assert spelled_out("xsegfault, zoomed, OOMx") == "xsegfault, zoomed, OOMx"
     assert spelled_out("loss变nan了, wrong nic, nanny") == "loss变NaN了, wrong NIC, nanny"
+    assert spelled_out("进程被杀了") == "进程被杀了 (杀掉, Killed, SIGKILL)"
+    assert spelled_out("worker 被kill掉") == "worker 被kill掉 (杀掉, Killed, SIGKILL)"
+    assert spelled_out("进程被杀掉了") == "进程被杀掉了"  # said already

@@ -157,6 +157,7 @@ def test_the_cause_nccl_states_after_last_error_decides_the_entry(bundled_kb):
         ("微调OOM怎么办", "显存不足"),
         ("swift sft OOMs with a 7B model", "CUDA out of memory"),
         ("finetune keeps OOMing", "out of memory"),
+        ("微调时显存不足", "CUDA out of memory"),  # the Chinese words: a GPU check came first
     ],
 )
 def test_oom_is_read_as_out_of_memory(bundled_kb, question, title):

@@ -58,7 +58,8 @@ def test_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("it OOMs, then OOMed") == "it OOMs (out of memory), then OOMed (out of memory)"
     assert spelled_out("segfaulted at init") == "segfaulted (Segmentation fault) at init"
     assert spelled_out("又爆显存了") == "又爆显存 (显存不足, out of memory)了"
-    assert spelled_out("显存不足，显存炸了") == "显存不足，显存炸了"  # said already
+    # 显存炸了's words are said already; 显存不足 gets the log's.
+    assert spelled_out("显存不足，显存炸了") == "显存不足 (out of memory)，显存炸了"
     assert spelled_out("shm残留") == "shm (shared memory, 共享内存)残留"
     # A path or an option names the thing exactly; it is left alone.
     assert spelled_out("/dev/shm full, docker --shm-size 8g") == "/dev/shm full, docker --shm-size 8g"
@@ -67,6 +68,8 @@ def test_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("perm denied") == "perm denied (Permission denied, PermissionError)"
     assert spelled_out("xsegfault, zoomed, OOMx") == "xsegfault, zoomed, OOMx"
     assert spelled_out("loss变nan了, wrong nic, nanny") == "loss变NaN了, wrong NIC, nanny"
+    assert spelled_out("微调时显存不足") == "微调时显存不足 (out of memory)"
+    assert spelled_out("显存不够, CUDA out of memory") == "显存不够, CUDA out of memory"  # said already
     assert spelled_out("进程被杀了") == "进程被杀了 (杀掉, Killed, SIGKILL)"
     assert spelled_out("worker 被kill掉") == "worker 被kill掉 (杀掉, Killed, SIGKILL)"
     assert spelled_out("进程被杀掉了") == "进程被杀掉了"  # said already

@@ -127,9 +127,9 @@ _SHORTHAND: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
     (_word(r"EADDRINUSE"), ("Address already in use",)),
     (_word(r"ECONNREFUSED|conn(?:ection)? refused"), ("Connection refused",)),
     (_word(r"perms? denied"), ("Permission denied", "PermissionError")),
-    # A process that was killed (被杀了, 被kill掉): with its words, `训练进程被杀了，没有报错` met
-    # the SIGKILL entry (exitcode -9); without them it was turned away.
-    (re.compile(r"被(?:系统)?(?:杀|[Kk]ill)(?:掉|死)?了?"), ("杀掉", "Killed", "SIGKILL")),
+    # A process that was killed (被杀了, 被kill掉; not 被杀毒软件, an antivirus): with its words,
+    # `训练进程被杀了，没有报错` met the SIGKILL entry (exitcode -9); without them it was turned away.
+    (re.compile(r"被(?:系统)?(?:杀(?!毒)|[Kk]ill)(?:掉|死)?了?"), ("杀掉", "Killed", "SIGKILL")),
 )
 
 

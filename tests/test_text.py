@@ -73,3 +73,4 @@ def test_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("进程被杀了") == "进程被杀了 (杀掉, Killed, SIGKILL)"
     assert spelled_out("worker 被kill掉") == "worker 被kill掉 (杀掉, Killed, SIGKILL)"
     assert spelled_out("进程被杀掉了") == "进程被杀掉了"  # said already
+    assert spelled_out("文件被杀毒软件删了") == "文件被杀毒软件删了"  # an antivirus, not a kill

@@ -76,7 +76,7 @@ class Bm25Only:
 
         from index.text import tokenize
 
-        scores, _ = self.loaded.lexical.scores(tokenize(query[:20000]))
+        scores, _ = self.loaded.lexical.scores(tokenize(query[:20000], stem=True))
         order = [int(i) for i in np.argsort(-scores)[:k] if scores[i] > 0]
         shown = _with_translations(self.loaded, order)
         return Outcome(False, shown, shown)

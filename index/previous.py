@@ -10,7 +10,8 @@ re-derives everything once (vectors are still reused by text, as long as the emb
 
 An index of an older format is read only for its vectors, so upgrading does not embed the
 knowledge base again: format 1 kept them in rows.json and vectors.npy, format 2 in the segments
-of format 3 (3 added the topic profiles to the facts: index/topics.py).
+of format 3 and 4 (3 added the topic profiles to the facts: index/topics.py; 4 added English
+stems to the terms: index/text.py).
 """
 
 from __future__ import annotations

@@ -288,7 +288,7 @@ class Searcher:
         ev = dense_evidence(views, hits, n)
         dense_order = [int(i) for i in np.argsort(-ev.best)[:CANDIDATES] if ev.best[i] > -1]
         with self.phases("bm25"):
-            tokens = tokenize(lexical_query_text(post)) + sorted(post.codes)
+            tokens = tokenize(lexical_query_text(post), stem=True) + sorted(post.codes)
             bm, bm_best = self.index.lexical.scores(tokens)
         lex_order = [int(i) for i in np.argsort(-bm)[:CANDIDATES] if bm[i] > 0]
         ranks = [{e: r for r, e in enumerate(order, 1)} for order in (dense_order, lex_order)]

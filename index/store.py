@@ -17,7 +17,9 @@ benchmark for an exact copy of the vectors (`exact_vectors`) here.
 Format 2 (issue 13) replaced format 1 (entries.jsonl, rows.json, vectors.npy, faiss.index,
 bm25_vocab.json): the tokenizer changed (jieba -> rjieba), per-entry facts are stored, and the
 parts are laid out so that a rebuild copies what did not change. `kb ingest` upgrades an index of
-format 1 and reuses its vectors.
+format 1 and reuses its vectors. Format 3 added the topic profiles to the facts; format 4
+(stop 79) adds the stems of an English entry's words to its BM25 terms (index/text.py), which a
+post's terms now carry: `kb ingest` rebuilds an index of format 3, reusing its vectors.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .segments import PreviousVectors, load_vectors
 from .vectors import FlatStore, SegmentedVectors
 from .views import lexical_tokens
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 class IndexError_(KbError):

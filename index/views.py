@@ -91,4 +91,6 @@ def lexical_tokens(entry: Entry) -> list[str]:
     # 0.028 -> 0.040 (kb eval, 5 folds x 3, stop 72), through the fit on the bundled entries.
     parts.extend(commands(entry.body, shell_fences=False))
     # Error codes with their names (`nccl_error_2`): the rare terms that tell error(2) from error(5).
-    return tokenize("\n".join(parts)) + sorted(entry_codes(entry.title, entry.body))
+    # Stems only for an English entry (index/text.py): a Chinese entry's English words are log
+    # lines and names, matched as written.
+    return tokenize("\n".join(parts), stem=entry.lang == "en") + sorted(entry_codes(entry.title, entry.body))

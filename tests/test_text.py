@@ -1,4 +1,7 @@
+from fakes import entry
+
 from index.text import clean_line, spelled_out, tokenize
+from index.views import lexical_tokens
 
 
 def test_identifiers_kept_whole_and_split():
@@ -17,6 +20,25 @@ def test_identifiers_kept_whole_and_split():
         "collective",
     ):
         assert t in toks, t
+
+
+def test_bm25_terms_carry_english_stems_beside_the_words():
+    toks = tokenize("the job hangs while connecting; NCCL_SOCKET_IFNAME and E39999 failed", stem=True)
+    words = {"hangs", "hang", "connecting", "connect", "failed", "fail"}
+    assert words | {"nccl_socket_ifname", "e39999"} <= set(toks)
+    assert tokenize("hanging connection failures", stem=True) == [
+        "hanging", "hang", "connection", "connect", "failures", "failur",
+    ]  # fmt: skip
+    assert tokenize("hanging connection failures") == ["hanging", "connection", "failures"]
+
+
+def test_a_post_meets_an_english_entry_by_stem_and_a_chinese_one_as_written():
+    post = set(tokenize("pip installing hangs", stem=True))
+    english = entry("en/faq.md", 1, 2, title="The install is hanging", lang="en")
+    assert post & set(lexical_tokens(english)) == {"instal", "hang"}
+    # A Chinese entry's English words are log lines and names: only the words as written match.
+    chinese = entry("zh/faq.md", 1, 2, title="pip install 卡住", lang="zh")
+    assert post & set(lexical_tokens(chinese)) == {"pip"}
 
 
 def test_chinese_is_segmented():

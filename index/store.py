@@ -18,7 +18,7 @@ Format 2 (issue 13) replaced format 1 (entries.jsonl, rows.json, vectors.npy, fa
 bm25_vocab.json): the tokenizer changed (jieba -> rjieba), per-entry facts are stored, and the
 parts are laid out so that a rebuild copies what did not change. `kb ingest` upgrades an index of
 format 1 and reuses its vectors. Format 3 added the topic profiles to the facts; format 4
-(stop 79) adds the stems of an English entry's words to its BM25 terms (index/text.py), which a
+(stop 81) adds the stems of an English entry's words to its BM25 terms (index/text.py), which a
 post's terms now carry: `kb ingest` rebuilds an index of format 3, reusing its vectors.
 """
 

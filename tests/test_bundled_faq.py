@@ -153,7 +153,7 @@ def test_the_cause_nccl_states_after_last_error_decides_the_entry(bundled_kb):
         ("deepspeed zero3 OOM", "CUDA out of memory"),
         ("训练时 OOM 了怎么办", "显存不足"),
         # The fine-tuning entry was first by a hair (0.35 against 0.27); since the English stems
-        # (stop 79) the multi-node DDP out-of-memory entry is, and fine-tuning's is third.
+        # (stop 81) the multi-node DDP out-of-memory entry is, and fine-tuning's is third.
         ("微调 OOM", "显存不足"),
         # Beside Chinese characters and inflected, it was not read at all: turned away.
         ("微调OOM怎么办", "显存不足"),

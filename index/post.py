@@ -24,6 +24,12 @@ and the parts that carry the problem are kept apart, each to be matched on its o
 Work is bounded whatever the size of the paste: at most MAX_LINES lines are read (the head and
 the tail, plus the lines around error-looking lines in between) and each line is cut to
 MAX_LINE_CHARS before any regular expression or tokenizer sees it.
+
+Tried and not kept (stop 82; branch host-prefix): taking off the host name pdsh, DeepSpeed's
+multi-node launcher, puts before each line it relays (`worker-1: RuntimeError: ...`), as
+`[rank3]:` is. It changed the reading of two real posts and no outcome under the shipped model,
+and the refitted folds moved by chance: Hit@1 0.660 -> 0.648 over 3 splits, 0.653 -> 0.656 over
+10, with unanswerable posts shown a match 0.126 -> 0.136 (eval/results/fit_spread.md).
 """
 
 from __future__ import annotations

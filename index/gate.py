@@ -18,9 +18,9 @@ threshold 0.65): the ranking's words (BM25, coverage) also take `错误` and `�
 Screened and not fitted (stop 82): how specific the evidence the top entry shares with the post
 is, for a vague post that meets an entry through common words only (`no error printed` meets
 the HCCL entry that says to print its logs). Six columns: the rarity of the rarest word of the
-main line, and of the whole post, that the entry shares; of the three rarest shared; their count
-above 0.6 of the rarest rarity; the rarity of the main line's and of the error lines' three
-rarest words. On the 170 searches of the real posts, ranked by the shipped model, a logistic
+main line, and of the whole post, that the entry shares; of the three rarest shared; how many
+shared words are rarer than 0.6 of the rarest the index knows; the rarity of the main line's and
+of the error lines' three rarest words. On the 170 searches of the real posts, ranked by the shipped model, a logistic
 regression over the gate's columns cross-validated by post (5 folds x 5): AUC for "the index
 answers it" 0.729 -> 0.736 at best (the shared rarest word of the whole post), 0.733 with all
 six; for "the top answer is right" 0.754 -> 0.761. Alone each reached 0.47-0.61, under the top
